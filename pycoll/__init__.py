@@ -1,0 +1,3 @@
+"""pycoll: collective communication algorithms for Python."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,115 @@
+"""The element types and reduction ops pycoll supports, and their kernel codes.
+
+One table says which (op, dtype) pairs exist; the API checks against it
+before any message is sent, and the kernels trust it.
+
+- SUM, PROD, MAX, MIN: every dtype, except MAX/MIN on complex.
+- BAND, BOR, BXOR: integers and bool.
+- AVG: SUM and one division, for floating and complex dtypes.
+- On bool, SUM = OR, PROD = AND, MAX = OR, MIN = AND (numpy's add and
+  multiply on bools).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from pycoll._kernels import reduce as _kernels
+
+
+class Op(enum.Enum):
+    """A reduction op. Functions also take the lower-case name ("sum")."""
+
+    SUM = "sum"
+    PROD = "prod"
+    MAX = "max"
+    MIN = "min"
+    AVG = "avg"
+    BAND = "band"
+    BOR = "bor"
+    BXOR = "bxor"
+
+    @property
+    def kernel(self) -> int:
+        """The code of the kernel loop; AVG reduces with SUM."""
+        return _kernels.OPS["sum" if self is Op.AVG else self.value]
+
+    def __repr__(self) -> str:
+        return f"pycoll.{self.name}"
+
+
+@dataclass(frozen=True)
+class DType:
+    """A supported element type: its name, numpy dtype and kernel code."""
+
+    name: str
+    numpy: np.dtype
+    code: int
+    itemsize: int
+    kind: str           # "b" bool, "i" signed, "u" unsigned, "f" floating, "c" complex
+
+    @property
+    def half(self) -> bool:
+        """float16 or bfloat16: reduced in float32, rounded once per step."""
+        return self.name in ("float16", "bfloat16")
+
+
+def _dtype(numpy_dtype) -> DType:
+    dt = np.dtype(numpy_dtype)
+    kind = "f" if dt == ml_dtypes.bfloat16 else dt.kind
+    return DType(dt.name, dt, _kernels.DTYPES[dt.name], dt.itemsize, kind)
+
+
+DTYPES: dict[np.dtype, DType] = {
+    d.numpy: d
+    for d in map(_dtype, [
+        np.bool_, np.int8, np.int16, np.int32, np.int64,
+        np.uint8, np.uint16, np.uint32, np.uint64,
+        np.float16, ml_dtypes.bfloat16, np.float32, np.float64,
+        np.complex64, np.complex128,
+    ])
+}
+BY_NAME: dict[str, DType] = {d.name: d for d in DTYPES.values()}
+BY_CODE: dict[int, DType] = {d.code: d for d in DTYPES.values()}
+FLOAT32 = BY_NAME["float32"]
+
+_OPS: dict[object, Op] = {**{op: op for op in Op}, **{op.value: op for op in Op}}
+
+
+def dtype_of(numpy_dtype, name: str = "x") -> DType:
+    """The DType of a numpy dtype; TypeError if pycoll cannot reduce or move it."""
+    try:
+        return DTYPES[numpy_dtype]
+    except (KeyError, TypeError):
+        pass
+    try:
+        # Non-native byte order and other equal-but-distinct dtype objects.
+        return DTYPES[np.dtype(numpy_dtype)]
+    except (KeyError, TypeError):
+        supported = ", ".join(BY_NAME)
+        raise TypeError(f"{name} has dtype {numpy_dtype}, which pycoll does not support "
+                        f"(supported: {supported})") from None
+
+
+def op_of(op) -> Op:
+    """Parse an op: a pycoll.Op or its lower-case name."""
+    try:
+        return _OPS[op]
+    except (KeyError, TypeError):
+        pass
+    if isinstance(op, str):
+        raise ValueError(f"unknown op {op!r}; expected one of "
+                         f"{', '.join(o.value for o in Op)}")
+    raise TypeError(f"op must be a pycoll.Op or its name, got {type(op).__name__}")
+
+
+def check_op(op: Op, dtype: DType) -> None:
+    """TypeError unless *op* is defined for *dtype*."""
+    if op is Op.AVG:
+        if dtype.kind not in "fc":
+            raise TypeError(f"AVG needs a floating or complex dtype, got {dtype.name}")
+    elif not _kernels.supports(op.kernel, dtype.code):
+        raise TypeError(f"{op.name} is not defined for {dtype.name}")

@@ -1,0 +1,416 @@
+/*
+ * float16 and bfloat16 loops.
+ *
+ * SUM, PROD, the division of AVG and the float32 conversions widen to
+ * float32, compute, and round once back to 16 bits (round to nearest even),
+ * exactly as numpy does for float16 and ml_dtypes for bfloat16. A NaN
+ * rounds to bfloat16 as ml_dtypes does (sign kept, canonical quiet payload)
+ * and to float16 as the F16C instruction does (quieted, top payload bits).
+ *
+ * gcc 12 does not vectorise _Float16 conversions, so the float16 and
+ * bfloat16 arithmetic is written with intrinsics at three levels chosen once
+ * at load time: AVX-512F (16 lanes), AVX2 + F16C (8 lanes), and portable C.
+ * The vector loops push the last n % lanes elements through the same vector
+ * code from a zero-padded block, so every element is computed by the same
+ * instructions whatever the buffer address or length (Note [Operand order]
+ * in kernels.h).
+ *
+ * MAX and MIN never round: they compare and return one operand's bits
+ * unchanged (NaN payloads included), as numpy.maximum does.
+ */
+#include <string.h>
+#include "kernels.h"
+#include "clones.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PYCOLL_X86 1
+#include <immintrin.h>
+#endif
+
+/* Internal op code for the division of AVG: out = a / divisor. */
+#define HALF_DIV (-1)
+
+/* ------------------------------------------------------------------ */
+/* Scalar conversions (the portable path and the reference for tests).  */
+
+static inline float bits_to_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline uint32_t f32_to_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float bf16_to_f32(uint16_t h)
+{
+    return bits_to_f32((uint32_t)h << 16);
+}
+
+static inline uint16_t f32_to_bf16(float f)
+{
+    uint32_t u = f32_to_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)            /* NaN */
+        return (uint16_t)(((u >> 16) & 0x8000u) | 0x7fc0u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static inline float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    if (exp == 0x1f)                                /* inf, NaN (quieted) */
+        return bits_to_f32(sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0));
+    if (exp != 0)                                   /* normal */
+        return bits_to_f32(sign | ((exp + 112) << 23) | (man << 13));
+    /* zero or subnormal: man * 2^-24, exact in float32 */
+    return bits_to_f32(sign | f32_to_bits((float)man * 0x1p-24f));
+}
+
+static inline uint16_t f32_to_f16(float f)
+{
+    uint32_t u = f32_to_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u)                            /* NaN: quiet, top payload bits */
+        return sign | 0x7e00u | (uint16_t)((a >> 13) & 0x1ffu);
+    if (a >= 0x477ff000u)                           /* rounds to or beyond 65536 */
+        return sign | 0x7c00u;
+    if (a >= 0x38800000u) {                         /* normal half: rebias, round */
+        uint32_t r = a - 0x38000000u;
+        return sign | (uint16_t)((r + 0xfffu + ((r >> 13) & 1u)) >> 13);
+    }
+    if (a < 0x33000000u)                            /* below 2^-25: rounds to 0 */
+        return sign;
+    /* subnormal half: m = round(value / 2^-24), ties to even */
+    uint32_t exp = a >> 23, man = (a & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - exp, half = 1u << (shift - 1);
+    uint32_t m = man >> shift, rem = man & ((1u << shift) - 1);
+    if (rem > half || (rem == half && (m & 1u)))
+        m++;
+    return sign | (uint16_t)m;
+}
+
+static inline float half_to_f32(int fmt, uint16_t h)
+{
+    return fmt == PYCOLL_BFLOAT16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+static inline uint16_t f32_to_half(int fmt, float f)
+{
+    return fmt == PYCOLL_BFLOAT16 ? f32_to_bf16(f) : f32_to_f16(f);
+}
+
+static inline float apply(int op, float x, float y)
+{
+    return op == PYCOLL_SUM ? x + y : op == PYCOLL_PROD ? x * y : x / y;
+}
+
+/* ------------------------------------------------------------------ */
+/* The three implementations of one interface.                          */
+
+typedef struct {
+    const char *name;
+    /* out[i] = round(a[i] op b[i]); for HALF_DIV, b is unused and s divides */
+    void (*binary)(int fmt, int op, uint16_t *out, const uint16_t *a,
+                   const uint16_t *b, float s, size_t n);
+    void (*widen)(int fmt, float *out, const uint16_t *x, size_t n);
+    void (*narrow)(int fmt, uint16_t *out, const float *x, size_t n);
+} half_impl;
+
+static void binary_scalar(int fmt, int op, uint16_t *out, const uint16_t *a,
+                          const uint16_t *b, float s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float y = op == HALF_DIV ? s : half_to_f32(fmt, b[i]);
+        out[i] = f32_to_half(fmt, apply(op, half_to_f32(fmt, a[i]), y));
+    }
+}
+
+static void widen_scalar(int fmt, float *out, const uint16_t *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = half_to_f32(fmt, x[i]);
+}
+
+static void narrow_scalar(int fmt, uint16_t *out, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = f32_to_half(fmt, x[i]);
+}
+
+static const half_impl impl_scalar = {"baseline", binary_scalar, widen_scalar, narrow_scalar};
+
+#ifdef PYCOLL_X86
+
+/*
+ * One vector body per instruction set, written once as a macro over the
+ * lane count W and the load/store/arithmetic primitives of that set. The
+ * tail goes through the same body from a zero-padded block.
+ */
+#define HALF_VECTOR_IMPL(SUFFIX, TARGET, W, VEC, LOAD, STORE, ADD, MUL, DIV, SET1)   \
+    __attribute__((target(TARGET)))                                                \
+    static void binary_##SUFFIX(int fmt, int op, uint16_t *out, const uint16_t *a,  \
+                                const uint16_t *b, float s, size_t n)               \
+    {                                                                               \
+        uint16_t ta[W] = {0}, tb[W] = {0}, to[W];                                   \
+        VEC vs = SET1(s);                                                           \
+        for (size_t i = 0; i < n; i += W) {                                         \
+            size_t k = n - i < W ? n - i : W;                                       \
+            const uint16_t *pa = a + i, *pb = b + i;                                \
+            uint16_t *po = out + i;                                                 \
+            if (k < W) {                                                            \
+                memcpy(ta, pa, k * 2);                                              \
+                if (op != HALF_DIV)                                                 \
+                    memcpy(tb, pb, k * 2);                                          \
+                pa = ta, pb = tb, po = to;                                          \
+            }                                                                       \
+            VEC x = LOAD(fmt, pa), r;                                               \
+            if (op == PYCOLL_SUM)                                                   \
+                r = ADD(x, LOAD(fmt, pb));                                          \
+            else if (op == PYCOLL_PROD)                                             \
+                r = MUL(x, LOAD(fmt, pb));                                          \
+            else                                                                    \
+                r = DIV(x, vs);                                                     \
+            STORE(fmt, po, r);                                                      \
+            if (k < W)                                                              \
+                memcpy(out + i, to, k * 2);                                         \
+        }                                                                           \
+    }                                                                               \
+    __attribute__((target(TARGET)))                                                \
+    static void widen_##SUFFIX(int fmt, float *out, const uint16_t *x, size_t n)    \
+    {                                                                               \
+        size_t i = 0;                                                               \
+        for (; i + W <= n; i += W) {                                                \
+            VEC v = LOAD(fmt, x + i);                                               \
+            memcpy(out + i, &v, sizeof v);                                          \
+        }                                                                           \
+        if (i < n) {                                                                \
+            uint16_t t[W] = {0};                                                    \
+            memcpy(t, x + i, (n - i) * 2);                                          \
+            VEC v = LOAD(fmt, t);                                                   \
+            memcpy(out + i, &v, (n - i) * 4);                                       \
+        }                                                                           \
+    }                                                                               \
+    __attribute__((target(TARGET)))                                                \
+    static void narrow_##SUFFIX(int fmt, uint16_t *out, const float *x, size_t n)   \
+    {                                                                               \
+        size_t i = 0;                                                               \
+        for (; i + W <= n; i += W) {                                                \
+            VEC v;                                                                  \
+            memcpy(&v, x + i, sizeof v);                                            \
+            STORE(fmt, out + i, v);                                                 \
+        }                                                                           \
+        if (i < n) {                                                                \
+            float t[W] = {0};                                                       \
+            uint16_t to[W];                                                         \
+            VEC v;                                                                  \
+            memcpy(t, x + i, (n - i) * 4);                                          \
+            memcpy(&v, t, sizeof v);                                                \
+            STORE(fmt, to, v);                                                      \
+            memcpy(out + i, to, (n - i) * 2);                                       \
+        }                                                                           \
+    }                                                                               \
+    static const half_impl impl_##SUFFIX = {#SUFFIX, binary_##SUFFIX,              \
+                                            widen_##SUFFIX, narrow_##SUFFIX};
+
+/* AVX-512F: 16 lanes. bfloat16 widens by a 16-bit shift and rounds with the
+ * same integer arithmetic as f32_to_bf16 above. */
+__attribute__((target("avx512f")))
+static inline __m512 load16(int fmt, const uint16_t *p)
+{
+    __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    if (fmt == PYCOLL_FLOAT16)
+        return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+__attribute__((target("avx512f")))
+static inline void store16(int fmt, uint16_t *p, __m512 v)
+{
+    __m256i h;
+    if (fmt == PYCOLL_FLOAT16) {
+        h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else {
+        __m512i u = _mm512_castps_si512(v);
+        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+        __m512i r = _mm512_srli_epi32(
+            _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+        __m512i nan = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)),
+            _mm512_set1_epi32(0x7fc0));
+        __mmask16 isnan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        h = _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(isnan, r, nan));
+    }
+    _mm256_storeu_si256((__m256i *)p, h);
+}
+
+/* AVX2 + F16C: 8 lanes. */
+__attribute__((target("avx2,f16c")))
+static inline __m256 load8(int fmt, const uint16_t *p)
+{
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    if (fmt == PYCOLL_FLOAT16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+__attribute__((target("avx2,f16c")))
+static inline void store8(int fmt, uint16_t *p, __m256 v)
+{
+    __m128i h;
+    if (fmt == PYCOLL_FLOAT16) {
+        h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else {
+        __m256i u = _mm256_castps_si256(v);
+        __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+        __m256i r = _mm256_srli_epi32(
+            _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+        __m256i nan = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000)),
+            _mm256_set1_epi32(0x7fc0));
+        __m256i isnan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        r = _mm256_blendv_epi8(r, nan, isnan);
+        h = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    }
+    _mm_storeu_si128((__m128i *)p, h);
+}
+
+HALF_VECTOR_IMPL(avx512, "avx512f", 16, __m512, load16, store16,
+                 _mm512_add_ps, _mm512_mul_ps, _mm512_div_ps, _mm512_set1_ps)
+HALF_VECTOR_IMPL(avx2, "avx2,f16c", 8, __m256, load8, store8,
+                 _mm256_add_ps, _mm256_mul_ps, _mm256_div_ps, _mm256_set1_ps)
+
+static const half_impl *detect_impl(void)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        return &impl_avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+        return &impl_avx2;
+    return &impl_scalar;
+}
+#else
+static const half_impl *detect_impl(void)
+{
+    return &impl_scalar;
+}
+#endif
+
+/* Chosen on first use; pycoll_set_half_isa lets the tests run every level. */
+static const half_impl *impl;
+
+static inline const half_impl *current(void)
+{
+    if (!impl)
+        impl = detect_impl();
+    return impl;
+}
+
+const char *pycoll_half_isa(void)
+{
+    return current()->name;
+}
+
+int pycoll_set_half_isa(const char *name)
+{
+    const half_impl *best = detect_impl();
+    const half_impl *all[] = {
+#ifdef PYCOLL_X86
+        &impl_avx512, &impl_avx2,
+#endif
+        &impl_scalar,
+    };
+    int usable = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (all[i] == best)
+            usable = 1;            /* the detected level and those below it */
+        if (usable && strcmp(all[i]->name, name) == 0) {
+            impl = all[i];
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Entry points registered in the dispatch table (loops.c).             */
+
+void pycoll_f16_sum(void *out, const void *a, const void *b, size_t n)
+{
+    current()->binary(PYCOLL_FLOAT16, PYCOLL_SUM, out, a, b, 0.0f, n);
+}
+
+void pycoll_f16_prod(void *out, const void *a, const void *b, size_t n)
+{
+    current()->binary(PYCOLL_FLOAT16, PYCOLL_PROD, out, a, b, 0.0f, n);
+}
+
+void pycoll_bf16_sum(void *out, const void *a, const void *b, size_t n)
+{
+    current()->binary(PYCOLL_BFLOAT16, PYCOLL_SUM, out, a, b, 0.0f, n);
+}
+
+void pycoll_bf16_prod(void *out, const void *a, const void *b, size_t n)
+{
+    current()->binary(PYCOLL_BFLOAT16, PYCOLL_PROD, out, a, b, 0.0f, n);
+}
+
+int pycoll_half_scale(int dtype, uint16_t *out, const uint16_t *x, float divisor, size_t n)
+{
+    if (dtype != PYCOLL_FLOAT16 && dtype != PYCOLL_BFLOAT16)
+        return -1;
+    current()->binary(dtype, HALF_DIV, out, x, x, divisor, n);
+    return 0;
+}
+
+int pycoll_half_widen(int dtype, float *out, const uint16_t *x, size_t n)
+{
+    if (dtype != PYCOLL_FLOAT16 && dtype != PYCOLL_BFLOAT16)
+        return -1;
+    current()->widen(dtype, out, x, n);
+    return 0;
+}
+
+int pycoll_half_narrow(int dtype, uint16_t *out, const float *x, size_t n)
+{
+    if (dtype != PYCOLL_FLOAT16 && dtype != PYCOLL_BFLOAT16)
+        return -1;
+    current()->narrow(dtype, out, x, n);
+    return 0;
+}
+
+/*
+ * MAX and MIN compare without rounding. A half-precision bit pattern maps to
+ * an integer key that orders like the value, with -0 and +0 equal; NaN is
+ * tested on the bits. The rule is numpy's: max(a, b) = a if a > b or a is
+ * NaN, else b (so b wins ties, and the first NaN wins).
+ */
+static inline int32_t order_key(uint16_t h)
+{
+    int32_t mag = h & 0x7fff;
+    return (h & 0x8000) ? -mag : mag;
+}
+
+#define HALF_MINMAX(NAME, INF, CMP)                                                 \
+    PYCOLL_CLONES void NAME(void *out_, const void *a_, const void *b_, size_t n)   \
+    {                                                                               \
+        uint16_t *out = out_;                                                       \
+        const uint16_t *a = a_, *b = b_;                                            \
+        for (size_t i = 0; i < n; i++) {                                            \
+            uint16_t x = a[i], y = b[i];                                            \
+            int x_nan = (x & 0x7fff) > (INF), y_nan = (y & 0x7fff) > (INF);         \
+            int x_wins = x_nan | (!y_nan & (order_key(x) CMP order_key(y)));        \
+            out[i] = x_wins ? x : y;                                                \
+        }                                                                           \
+    }
+
+HALF_MINMAX(pycoll_f16_max, 0x7c00, >)
+HALF_MINMAX(pycoll_f16_min, 0x7c00, <)
+HALF_MINMAX(pycoll_bf16_max, 0x7f80, >)
+HALF_MINMAX(pycoll_bf16_min, 0x7f80, <)

@@ -1,0 +1,144 @@
+"""The message normaliser: every kind of input to a contiguous byte view."""
+import array
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from data import assert_bitwise_equal
+from pycoll import _message
+from pycoll._dtypes import BY_NAME
+
+F32 = BY_NAME["float32"]
+
+
+def base(shape=(4, 6), dtype=np.float32):
+    return np.arange(int(np.prod(shape)), dtype=np.float64).astype(dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("name,make,zero_copy", [
+    ("contiguous", lambda: base(), True),
+    ("fortran", lambda: np.asfortranarray(base()), False),
+    ("strided", lambda: base()[:, ::2], False),
+    ("negative stride", lambda: base()[::-1], False),
+    ("0-d", lambda: np.array(3.5, np.float32), True),
+    ("empty", lambda: np.zeros((0, 3), np.float32), True),
+    ("bfloat16", lambda: base(dtype=ml_dtypes.bfloat16), True),
+    ("bfloat16 strided", lambda: base(dtype=ml_dtypes.bfloat16)[::-1, 1::2], False),
+])
+def test_inputs(name, make, zero_copy):
+    x = make()
+    msg = _message.message(x)
+    assert msg.shape == x.shape and msg.count == x.size and msg.nbytes == x.nbytes
+    assert msg.array.flags.c_contiguous
+    assert msg.data.dtype == np.uint8 and msg.data.size == x.nbytes
+    assert_bitwise_equal(msg.array, x)
+    assert np.shares_memory(msg.array, x) == (zero_copy and x.size > 0)
+    assert msg.dtype.numpy == x.dtype
+
+
+def test_read_only_input_is_fine():
+    x = base()
+    x.setflags(write=False)
+    msg = _message.message(x)
+    assert np.shares_memory(msg.array, x)
+
+
+def test_buffer_protocol_and_array_interface():
+    msg = _message.message(array.array("d", [1.0, 2.0]))
+    assert msg.dtype.name == "float64" and msg.array.tolist() == [1.0, 2.0]
+    msg = _message.message(bytearray(b"\x01\x02"))
+    assert msg.dtype.name == "uint8" and msg.array.tolist() == [1, 2]
+    msg = _message.message(memoryview(np.arange(6, dtype=np.int32))[::2])
+    assert msg.array.tolist() == [0, 2, 4]
+
+    class Interface:
+        def __init__(self, a):
+            self.a = a
+            self.__array_interface__ = a.__array_interface__
+    x = base()
+    msg = _message.message(Interface(x))
+    assert np.shares_memory(msg.array, x)
+
+
+def test_subclass_becomes_plain_ndarray():
+    m = np.ma.masked_array(base())
+    assert type(_message.message(m).array) is np.ndarray
+
+
+@pytest.mark.parametrize("bad,match", [
+    ([1.0, 2.0], "got list"),
+    (3.0, "got float"),
+    (None, "got NoneType"),
+    (np.array(["a", "b"]), "dtype <U1"),
+    (np.array([object()]), "dtype object"),
+    (np.zeros(2, dtype=[("a", "i4"), ("b", "f4")]), "which pycoll does not support"),
+    (np.zeros(2, dtype=">f4"), "which pycoll does not support"),
+    (np.zeros(2, dtype=np.longdouble), "which pycoll does not support"),
+])
+def test_unsupported_inputs_are_type_errors(bad, match):
+    with pytest.raises(TypeError, match=match):
+        _message.message(bad)
+
+
+class TestOutput:
+    def test_contiguous_out_is_used_in_place(self):
+        out = np.empty((4, 6), np.float32)
+        msg = _message.output(out, (4, 6), F32)
+        assert msg.array is out and msg.writeback is None
+
+    @pytest.mark.parametrize("view", [lambda a: a[:, ::2], lambda a: a.T, lambda a: a[::-1]])
+    def test_non_contiguous_out_writes_back(self, view):
+        target = np.zeros((8, 8), np.float32)
+        out = view(target)
+        msg = _message.output(out, out.shape, F32)
+        assert msg.writeback is out
+        msg.array[...] = base(out.shape)
+        result = msg.finish()
+        assert result is out
+        assert_bitwise_equal(out, base(out.shape))
+        assert np.count_nonzero(target) == np.count_nonzero(base(out.shape))
+
+    def test_errors_name_the_numbers(self):
+        with pytest.raises(ValueError, match=r"out has shape \(4, 3\), expected \(8, 3\)"):
+            _message.output(np.empty((4, 3), np.float32), (8, 3), F32)
+        with pytest.raises(TypeError, match="out has dtype float64, expected float32"):
+            _message.output(np.empty((8, 3)), (8, 3), F32)
+        ro = np.empty((8, 3), np.float32)
+        ro.setflags(write=False)
+        with pytest.raises(ValueError, match="out is read-only"):
+            _message.output(ro, (8, 3), F32)
+
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch")
+
+
+class TestTorch:
+    def test_tensor_is_zero_copy(self, torch):
+        t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+        msg = _message.message(t)
+        assert msg.shape == (3, 4) and msg.dtype.name == "float32"
+        msg.array[0, 0] = 42
+        assert t[0, 0].item() == 42
+
+    def test_bfloat16_tensor(self, torch):
+        t = torch.tensor([1.5, -2.0, 3.25], dtype=torch.bfloat16)
+        msg = _message.message(t)
+        assert msg.dtype.name == "bfloat16"
+        assert msg.array.astype(np.float32).tolist() == [1.5, -2.0, 3.25]
+
+    def test_non_contiguous_tensor_and_out(self, torch):
+        t = torch.arange(12, dtype=torch.float64).reshape(3, 4).t()
+        msg = _message.message(t)
+        assert msg.array.tolist() == t.tolist()
+        out = torch.zeros(4, 3, dtype=torch.float64)
+        omsg = _message.output(out, (4, 3), BY_NAME["float64"])
+        omsg.array[...] = 7
+        omsg.finish()
+        assert (out == 7).all()
+
+    def test_requires_grad_tensor_is_read(self, torch):
+        t = torch.ones(3, requires_grad=True)
+        assert _message.message(t).array.tolist() == [1.0, 1.0, 1.0]
