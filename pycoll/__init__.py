@@ -1,3 +1,23 @@
-"""pycoll: collective communication algorithms for Python."""
+"""pycoll: collective communication algorithms for Python.
+
+    import numpy as np, pycoll
+    y = pycoll.allreduce(np.ones(4))          # under mpiexec -n P
+
+Collectives are algorithms over mpi4py point-to-point messages; the
+arithmetic runs in pycoll's Cython kernels. Importing pycoll does not import
+mpi4py.MPI: MPI is initialised on first use of a communicator.
+"""
+from pycoll._dtypes import Op
+from pycoll.api import (
+    AVG, BAND, BOR, BXOR, MAX, MIN, PROD, SUM,
+    Communicator, allgather, allreduce, alltoall, barrier, broadcast, gather, reduce,
+    reduce_scatter, scan, scatter,
+)
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "Communicator", "Op", "SUM", "PROD", "MAX", "MIN", "AVG", "BAND", "BOR", "BXOR",
+    "allreduce", "broadcast", "reduce", "gather", "scatter", "allgather", "reduce_scatter",
+    "alltoall", "scan", "barrier",
+]

@@ -1,0 +1,144 @@
+"""The MPI side of a communicator: a private context, tags, scratch, settings.
+
+Note [Tag discipline]: a Communicator ``Dup()``s the communicator it wraps
+once, so pycoll's traffic lives in its own context and never matches a
+user's ``Recv(ANY_TAG)``. Every collective call takes the next tag from a
+counter that advances identically on every rank (collectives are called in
+the same order everywhere), and all messages of that call use it. MPI keeps
+messages between one pair of ranks with one tag in order, so the segments of
+one transfer, and the transfers of one call, match in the order they are
+posted; two calls in flight never mix.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from pycoll._mpi import mpi
+
+DEFAULT_SEGMENT_BYTES = 1 << 18
+
+
+@dataclass(frozen=True)
+class Settings:
+    """``PYCOLL_*`` settings, read on rank 0 and agreed at creation.
+
+    segment_bytes   PYCOLL_SEGMENT_BYTES: the size of one message of a
+                    segmented transfer (tests make it tiny)
+    algorithms      PYCOLL_ALGORITHM_<COLLECTIVE>=name: overrides "auto"
+    """
+
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    algorithms: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, environ=os.environ) -> "Settings":
+        segment = environ.get("PYCOLL_SEGMENT_BYTES")
+        try:
+            segment = int(segment) if segment else DEFAULT_SEGMENT_BYTES
+        except ValueError:
+            raise ValueError(f"PYCOLL_SEGMENT_BYTES={segment!r} is not an integer") from None
+        if segment < 1:
+            raise ValueError(f"PYCOLL_SEGMENT_BYTES={segment} must be at least 1")
+        prefix = "PYCOLL_ALGORITHM_"
+        algorithms = {key[len(prefix):].lower(): value.strip().lower()
+                      for key, value in environ.items() if key.startswith(prefix) and value.strip()}
+        return cls(segment, algorithms)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Settings":
+        return cls(**json.loads(data.decode()))
+
+
+class CommBase:
+    """A private duplicate of an MPI intracommunicator.
+
+    Owns the context (Note [Tag discipline]), the tag counter, the scratch
+    buffers the algorithms reuse from call to call, and the settings. The
+    public ``pycoll.Communicator`` adds the collectives.
+    """
+
+    def __init__(self, comm=None):
+        MPI = mpi()
+        if comm is None:
+            comm = MPI.COMM_WORLD
+        elif isinstance(comm, CommBase):
+            comm = comm._live()
+        if not isinstance(comm, MPI.Intracomm):
+            raise TypeError(f"comm must be a pycoll.Communicator or an mpi4py "
+                            f"intracommunicator, got {type(comm).__name__}")
+        if comm == MPI.COMM_NULL:
+            raise ValueError("comm is MPI.COMM_NULL")
+        self._comm = comm.Dup()
+        self.rank: int = self._comm.Get_rank()
+        self.size: int = self._comm.Get_size()
+        self._tag = 0
+        self._tag_ub: int = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)
+        self._scratch: dict[str, np.ndarray] = {}
+        self.settings = Settings()
+
+    # -- lifetime -------------------------------------------------------
+
+    def _live(self):
+        if self._comm is None:
+            raise ValueError("this Communicator has been freed")
+        return self._comm
+
+    def free(self) -> None:
+        """Release the private MPI communicator (a collective call). Idempotent."""
+        if self._comm is not None:
+            self._comm.Free()
+            self._comm = None
+            self._scratch.clear()
+
+    @property
+    def freed(self) -> bool:
+        return self._comm is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+
+    def split(self, color: int, key: int = 0):
+        """Partition like ``MPI.Comm.Split``: ranks with the same *color* form
+        a new Communicator, ordered by *key* then by rank. A rank passing
+        ``MPI.UNDEFINED`` takes part and gets None."""
+        part = self._live().Split(color, key)
+        if part == mpi().COMM_NULL:
+            return None
+        try:
+            return type(self)(part)
+        finally:
+            part.Free()
+
+    # -- per-call resources ---------------------------------------------
+
+    def next_tag(self) -> int:
+        """The tag of the next collective call (Note [Tag discipline])."""
+        tag = self._tag
+        self._tag = tag + 1 if tag < self._tag_ub else 0
+        return tag
+
+    def scratch(self, slot: str, nbytes: int) -> np.ndarray:
+        """A reusable uint8 buffer of *nbytes* for *slot*, grown as needed.
+
+        The same slot is never used by two live transfers of one call; its
+        contents do not survive the call.
+        """
+        buf = self._scratch.get(slot)
+        if buf is None or buf.size < nbytes:
+            buf = np.empty(max(nbytes, 64), np.uint8)
+            self._scratch[slot] = buf
+        return buf[:nbytes]
+
+    def __repr__(self) -> str:
+        state = "freed" if self._comm is None else f"rank {self.rank} of {self.size}"
+        return f"<{type(self).__name__} {state}>"

@@ -1,0 +1,159 @@
+"""Step primitives: the vocabulary the algorithms are written in.
+
+A ``Channel`` serves one collective call on one rank: it sends and receives
+byte views (``MPI.BYTE``) on the communicator's private context under the
+call's tag (Note [Tag discipline] in _comm.py) and reduces with pycoll's
+kernels, never with MPI's reduction ops.
+
+Every transfer of n bytes is cut into segments of at most
+``settings.segment_bytes``; sender and receiver cut the same n the same way,
+so segment k matches segment k. Receiving and reducing is double-buffered:
+segment k+1 is already arriving while segment k is reduced. A transfer of
+0 bytes sends no message at all, on both sides.
+
+Note [Bitwise-identical results]: every rank must end with the same bits,
+NaN payloads and signed zeros included, whatever the timing. The algorithms
+keep this in one of two ways: an element of the result is computed on one
+rank and copied to the others, or every rank that computes it combines the
+same operands in the same order (``received_left`` fixes the order of each
+reduction: the partial covering lower (relative) ranks goes on the left).
+The kernels' results depend only on the operand values (Note [Operand
+order] in _kernels/src/kernels.h), never on timing or addresses.
+"""
+from __future__ import annotations
+
+from pycoll._kernels.reduce import reduce as _reduce
+from pycoll._mpi import mpi
+
+
+class Channel:
+    """Point-to-point steps of one collective call on one rank."""
+
+    __slots__ = ("comm", "tag", "segment", "op", "dtype", "_mpi", "_byte", "_base")
+
+    def __init__(self, base, tag: int, op: int = -1, dtype: int = -1):
+        self._base = base                   # the CommBase: scratch buffers
+        self.comm = base._live()
+        self.tag = tag
+        self.segment = base.settings.segment_bytes
+        self.op = op                        # kernel codes for recv_reduce*
+        self.dtype = dtype
+        self._mpi = mpi()
+        self._byte = self._mpi.BYTE
+
+    # -- building blocks ------------------------------------------------
+
+    def segments(self, nbytes: int):
+        """(lo, hi) byte ranges of one transfer of *nbytes*."""
+        step = self.segment
+        return [(lo, min(lo + step, nbytes)) for lo in range(0, nbytes, step)]
+
+    def scratch(self, slot: str, nbytes: int):
+        return self._base.scratch(slot, nbytes)
+
+    def reduce(self, out, a, b) -> None:
+        """out = a op b with the call's kernel."""
+        _reduce(self.op, self.dtype, out, a, b)
+
+    def isend(self, buf, dest: int) -> list:
+        """Start sending *buf* (segmented); returns the requests."""
+        byte, tag, comm = self._byte, self.tag, self.comm
+        return [comm.Isend([buf[lo:hi], byte], dest, tag) for lo, hi in self.segments(len(buf))]
+
+    def irecv(self, buf, source: int) -> list:
+        """Start receiving into *buf* (segmented); returns the requests."""
+        byte, tag, comm = self._byte, self.tag, self.comm
+        return [comm.Irecv([buf[lo:hi], byte], source, tag) for lo, hi in self.segments(len(buf))]
+
+    def wait(self, requests: list) -> None:
+        if requests:
+            self._mpi.Request.Waitall(requests)
+
+    # -- the vocabulary -------------------------------------------------
+
+    def send(self, buf, dest: int) -> None:
+        self.wait(self.isend(buf, dest))
+
+    def recv(self, buf, source: int) -> None:
+        self.wait(self.irecv(buf, source))
+
+    def sendrecv(self, sendbuf, dest: int, recvbuf, source: int) -> None:
+        """Send to *dest* while receiving from *source* (either may be None)."""
+        reqs = [] if recvbuf is None else self.irecv(recvbuf, source)
+        if sendbuf is not None:
+            reqs += self.isend(sendbuf, dest)
+        self.wait(reqs)
+
+    def sync(self, dest: int, source: int) -> None:
+        """A zero-byte message to *dest* and one from *source* (barriers)."""
+        byte, tag, comm = self._byte, self.tag, self.comm
+        empty = self.scratch("sync", 0)
+        self._mpi.Request.Waitall([comm.Irecv([empty, byte], source, tag),
+                                   comm.Isend([empty, byte], dest, tag)])
+
+    def recv_reduce(self, acc, source: int, received_left: bool, out=None, keep=None) -> None:
+        """out = received op acc (or acc op received), segment by segment.
+
+        *out* defaults to *acc*. *keep*, if given, receives the incoming
+        bytes (they stay there); otherwise they land in scratch.
+        """
+        self.recv_reduce_send(acc, source, None, received_left, out=out, keep=keep)
+
+    def recv_reduce_send(self, acc, source: int, dest, received_left: bool,
+                         out=None, keep=None) -> None:
+        """Receive from *source*, reduce each segment with *acc* into *out*
+        and, if *dest* is not None, send that reduced segment on to *dest*
+        (a chain: the reduction of segment k overlaps the transfer of k+1)."""
+        out = acc if out is None else out
+        segs = self.segments(len(acc))
+        if not segs:
+            return
+        step = self.segment
+        if keep is None:
+            pair = self.scratch("recv", 2 * step)
+            slots = (pair[:step], pair[step:])
+        byte, tag, comm, reduce = self._byte, self.tag, self.comm, self.reduce
+        pending = [None, None]
+        sends = []
+
+        def post(k):
+            lo, hi = segs[k]
+            into = keep[lo:hi] if keep is not None else slots[k % 2][:hi - lo]
+            pending[k % 2] = (comm.Irecv([into, byte], source, tag), into)
+
+        post(0)
+        if len(segs) > 1:
+            post(1)
+        for k, (lo, hi) in enumerate(segs):
+            request, received = pending[k % 2]
+            request.Wait()
+            if received_left:
+                reduce(out[lo:hi], received, acc[lo:hi])
+            else:
+                reduce(out[lo:hi], acc[lo:hi], received)
+            if k + 2 < len(segs):
+                post(k + 2)              # the slot of segment k is free again
+            if dest is not None:
+                sends.append(comm.Isend([out[lo:hi], byte], dest, tag))
+        self.wait(sends)
+
+    def sendrecv_reduce(self, sendbuf, dest: int, acc, source: int, received_left: bool,
+                        out=None) -> None:
+        """Send *sendbuf* to *dest* while receiving from *source* and reducing
+        into *out* (default *acc*): one step of a ring reduce-scatter."""
+        sends = self.isend(sendbuf, dest)
+        self.recv_reduce(acc, source, received_left, out=out)
+        self.wait(sends)
+
+    def recv_copy_send(self, buf, source: int, dest) -> None:
+        """Receive *buf* from *source*, forwarding each segment to *dest* as
+        soon as it has arrived (a pipelined chain)."""
+        byte, tag, comm = self._byte, self.tag, self.comm
+        segs = self.segments(len(buf))
+        recvs = [comm.Irecv([buf[lo:hi], byte], source, tag) for lo, hi in segs]
+        sends = []
+        for request, (lo, hi) in zip(recvs, segs):
+            request.Wait()
+            if dest is not None:
+                sends.append(comm.Isend([buf[lo:hi], byte], dest, tag))
+        self.wait(sends)

@@ -1,0 +1,77 @@
+"""One module per algorithm: ``<collective>_<algorithm>.py``.
+
+Every module has the same small interface:
+
+    run(task)               the algorithm, on this rank
+    steps(p)                communication rounds on the critical path
+    bytes_on_wire(n, p)     bytes one rank sends (the busiest rank), for an
+                            n-byte message (n: the whole vector for
+                            allreduce/broadcast/reduce; one rank's block for
+                            the others)
+    reduce_bytes(n, p)      bytes one rank pushes through the reduction kernel
+
+and states the same numbers in its docstring, so the tuner and the README
+read them from one place. ``REGISTRY[collective][name]`` is the module.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+ALGORITHMS = {
+    "allreduce": ("ring", "recursive_doubling", "rabenseifner", "tree"),
+    "broadcast": ("binomial", "scatter_allgather", "pipeline"),
+    "reduce": ("binomial", "rabenseifner"),
+    "allgather": ("ring", "recursive_doubling", "bruck"),
+    "reduce_scatter": ("ring", "recursive_halving"),
+    "gather": ("binomial", "linear"),
+    "scatter": ("binomial", "linear"),
+    "alltoall": ("pairwise",),
+    "scan": ("recursive_doubling", "linear"),
+    "barrier": ("dissemination",),
+}
+
+REGISTRY = {
+    collective: {name: importlib.import_module(f"{__name__}.{collective}_{name}") for name in names}
+    for collective, names in ALGORITHMS.items()
+}
+
+
+@dataclass(slots=True)
+class Task:
+    """What one rank brings to one run of an algorithm (byte views only).
+
+    ch        the Channel: step primitives, the reduction kernel, scratch
+    rank, size, root
+    itemsize  bytes per element: blocks of a vector are cut at elements
+    data      the working vector (allreduce, broadcast, reduce, scan,
+              reduce_scatter): this rank's input on entry; the result on exit
+              (allreduce, broadcast, the root's reduce); clobbered otherwise
+    send      this rank's input block (gather, scatter on the root, allgather,
+              alltoall)
+    out       the result buffer of gather (root), scatter, allgather,
+              reduce_scatter, alltoall and scan
+    counts    bytes of each rank's block (gather, scatter, allgather,
+              reduce_scatter; alltoall: the blocks this rank sends)
+    exclusive scan only: exclude this rank's own contribution
+    """
+
+    ch: object
+    rank: int
+    size: int
+    root: int = 0
+    itemsize: int = 1
+    data: object = None
+    send: object = None
+    out: object = None
+    counts: tuple = ()
+    exclusive: bool = False
+
+    @property
+    def displs(self) -> list:
+        """Byte offset of each rank's block: the running sum of counts."""
+        offsets, total = [], 0
+        for c in self.counts:
+            offsets.append(total)
+            total += c
+        return offsets

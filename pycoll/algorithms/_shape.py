@@ -1,0 +1,87 @@
+"""Index arithmetic shared by the algorithms: trees, folds, blocks.
+
+Kept apart so that each algorithm module reads as its steps, with the
+arithmetic named here once.
+"""
+from __future__ import annotations
+
+from pycoll._kernels.copy import block
+
+
+def pof2_floor(p: int) -> int:
+    """The largest power of two <= p."""
+    return 1 << (p.bit_length() - 1)
+
+
+def log2_ceil(p: int) -> int:
+    return (p - 1).bit_length()
+
+
+class Fold:
+    """Non-power-of-two process counts, folded onto a power of two.
+
+    With pof2 = pof2_floor(p) and rem = p - pof2, the first 2*rem ranks pair
+    up: the even rank of each pair hands its data to the odd one and sits
+    out, the odd one becomes virtual rank rank // 2; ranks >= 2*rem become
+    virtual rank rank - rem. The pof2 virtual ranks run the power-of-two
+    algorithm; afterwards the odd ranks hand the result back.
+
+        p = 6, rem = 2:   real 0 1 | 2 3 | 4 5
+                          virt - 0 | - 1 | 2 3
+    Virtual rank v stands for the real ranks first(v) .. last(v), which are
+    consecutive, so a virtual block is a union of consecutive real blocks.
+    """
+
+    __slots__ = ("p", "pof2", "rem")
+
+    def __init__(self, p: int):
+        self.p = p
+        self.pof2 = pof2_floor(p)
+        self.rem = p - self.pof2
+
+    def virtual(self, rank: int):
+        """The virtual rank of *rank*, or None if it sits out."""
+        if rank < 2 * self.rem:
+            return rank // 2 if rank % 2 else None
+        return rank - self.rem
+
+    def real(self, v: int) -> int:
+        """The real rank that plays virtual rank *v*."""
+        return 2 * v + 1 if v < self.rem else v + self.rem
+
+    def first(self, v: int) -> int:
+        """The first real rank that virtual rank *v* stands for."""
+        return 2 * v if v < self.rem else v + self.rem
+
+    def partner(self, rank: int) -> int:
+        """The other rank of *rank*'s pair (ranks < 2*rem only)."""
+        return rank ^ 1
+
+
+def element_blocks(nbytes: int, itemsize: int, parts: int) -> list:
+    """Byte (offset, length) of each block of ``np.array_split`` of the
+    nbytes // itemsize elements into *parts* blocks."""
+    n = nbytes // itemsize
+    out = []
+    for i in range(parts):
+        start, length = block(n, parts, i)
+        out.append((start * itemsize, length * itemsize))
+    return out
+
+
+def span(blocks: list, first: int, last: int) -> tuple:
+    """Byte (offset, length) covering blocks first..last-1 (consecutive)."""
+    if first >= last:
+        return (blocks[first][0] if first < len(blocks) else 0), 0
+    lo = blocks[first][0]
+    hi = blocks[last - 1][0] + blocks[last - 1][1]
+    return lo, hi - lo
+
+
+def blocks_from_counts(counts) -> list:
+    """(offset, length) of consecutive blocks of the given byte counts."""
+    out, total = [], 0
+    for c in counts:
+        out.append((total, c))
+        total += c
+    return out

@@ -1,0 +1,68 @@
+"""allreduce, ring: reduce-scatter then allgather around the ring.
+
+The vector is cut into p chunks (``np.array_split`` of its elements). Every
+rank sends to its right neighbour (r + 1) and receives from its left (r - 1).
+
+Reduce-scatter: in step s, rank r sends chunk r - s and reduces the chunk
+r - s - 1 that arrives into its own copy (the arriving partial is the left
+operand). After p - 1 steps rank r holds chunk r + 1 complete:
+
+    p = 3     step 0                  step 1                      owns
+    rank 0    send c0, c2 = x2 + x0   send c2, c1 = (x1 + x2) + x0   c1
+    rank 1    send c1, c0 = x0 + x1   send c0, c2 = (x2 + x0) + x1   c2
+    rank 2    send c2, c1 = x1 + x2   send c1, c0 = (x0 + x1) + x2   c0
+
+Allgather: p - 1 more steps pass the finished chunks on: in step s rank r
+sends chunk r + 1 - s and receives chunk r - s.
+
+Chunk c is summed in the order c, c + 1, ..., c - 1 on its way round and
+finished on one rank, then copied (Note [Bitwise-identical results] in
+_p2p.py). Each transfer is segmented; the reduction of one segment overlaps
+the arrival of the next.
+
+    steps          2(p - 1)
+    bytes sent     2(p - 1)/p * n
+    bytes reduced  (p - 1)/p * n
+"""
+from pycoll.algorithms._shape import element_blocks
+
+
+def steps(p):
+    return 2 * (p - 1)
+
+
+def bytes_on_wire(n, p):
+    return 2 * (p - 1) * n / p
+
+
+def reduce_bytes(n, p):
+    return (p - 1) * n / p
+
+
+def run(t):
+    p, r, ch, data = t.size, t.rank, t.ch, t.data
+    chunks = element_blocks(len(data), t.itemsize, p)
+
+    def chunk(c):
+        lo, n = chunks[c % p]
+        return data[lo:lo + n]
+
+    right, left = (r + 1) % p, (r - 1) % p
+    for s in range(p - 1):
+        ch.sendrecv_reduce(chunk(r - s), right, chunk(r - s - 1), left, received_left=True)
+    ring_allgather(ch, data, chunks, r, p, right, left, first=r + 1)
+
+
+def ring_allgather(ch, buf, blocks, index, p, right, left, first):
+    """Pass blocks around a ring until every position has all of them.
+
+    The rank at ring position *index* starts with block *first* complete;
+    in step s it sends block first - s and receives block first - s - 1.
+    Blocks are indexed mod p; *right*/*left* are real ranks.
+    """
+    def view(b):
+        lo, n = blocks[b % p]
+        return buf[lo:lo + n]
+
+    for s in range(p - 1):
+        ch.sendrecv(view(first - s), right, view(first - s - 1), left)

@@ -1,0 +1,60 @@
+"""reduce_scatter, recursive halving.
+
+The pof2 virtual ranks of a fold (``_shape.Fold``) run
+allreduce_rabenseifner's reduce-scatter on virtual blocks, where virtual
+block v is the union of the real blocks of the ranks v stands for (they are
+consecutive). The odd rank of a folded pair ends with both ranks' blocks
+and passes the even rank its own.
+
+    steps          log2(pof2) + 2 if p is not a power of two
+    bytes sent     about (p - 1) * n, plus p * n if p is not a power of two
+    bytes reduced  the same                      (n = one block)
+"""
+from pycoll.algorithms._shape import Fold, blocks_from_counts, span
+
+
+def steps(p):
+    fold = Fold(p)
+    return fold.pof2.bit_length() - 1 + (2 if fold.rem else 0)
+
+
+def bytes_on_wire(n, p):
+    return (p - 1) * n + (p * n if Fold(p).rem else 0)
+
+
+def reduce_bytes(n, p):
+    return bytes_on_wire(n, p)
+
+
+def run(t):
+    p, r, ch, data = t.size, t.rank, t.ch, t.data
+    fold = Fold(p)
+    v = fold.virtual(r)
+    blocks = blocks_from_counts(t.counts)
+    if r < 2 * fold.rem:
+        if v is None:
+            ch.send(data, r + 1)
+            ch.recv(t.out, r + 1)
+            return
+        ch.recv_reduce(data, r - 1, received_left=True)
+
+    def virtual_view(first, last):
+        lo, n = span(blocks, fold.first(first), fold.first(last))
+        return data[lo:lo + n]
+
+    lo, hi = 0, fold.pof2
+    mask = fold.pof2 >> 1
+    while mask:
+        partner = fold.real(v ^ mask)
+        mid = (lo + hi) // 2
+        keep, give = ((lo, mid), (mid, hi)) if not v & mask else ((mid, hi), (lo, mid))
+        ch.sendrecv_reduce(virtual_view(*give), partner, virtual_view(*keep), partner,
+                           received_left=partner < r)
+        lo, hi = keep
+        mask >>= 1
+    # Virtual block v: this rank's block, and its even partner's if folded.
+    if r < 2 * fold.rem:
+        blo, bn = blocks[r - 1]
+        ch.send(data[blo:blo + bn], r - 1)
+    blo, bn = blocks[r]
+    t.out[:] = data[blo:blo + bn]

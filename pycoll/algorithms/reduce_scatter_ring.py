@@ -1,0 +1,41 @@
+"""reduce_scatter, ring: the first half of allreduce_ring.
+
+Rank i's result is block i of the reduced vector (np.array_split by rows).
+In step s rank r sends block r - s - 1 to r + 1 and reduces the block
+r - s - 2 arriving from r - 1 into its copy (the arriving partial on the
+left); the last step reduces block r straight into the result.
+
+    steps          p - 1
+    bytes sent     (p - 1) * n            (n = one block)
+    bytes reduced  (p - 1) * n
+"""
+from pycoll.algorithms._shape import blocks_from_counts
+
+
+def steps(p):
+    return p - 1
+
+
+def bytes_on_wire(n, p):
+    return (p - 1) * n
+
+
+def reduce_bytes(n, p):
+    return (p - 1) * n
+
+
+def run(t):
+    p, r, ch, data = t.size, t.rank, t.ch, t.data
+    blocks = blocks_from_counts(t.counts)
+
+    def view(b):
+        lo, n = blocks[b % p]
+        return data[lo:lo + n]
+
+    right, left = (r + 1) % p, (r - 1) % p
+    for s in range(p - 1):
+        last = s == p - 2
+        ch.sendrecv_reduce(view(r - s - 1), right, view(r - s - 2), left, received_left=True,
+                           out=t.out if last else None)
+    if p == 1:
+        t.out[:] = view(0)

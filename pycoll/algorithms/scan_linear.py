@@ -1,0 +1,36 @@
+"""scan, linear: a segmented chain 0 -> 1 -> ... -> p-1.
+
+Rank r receives the prefix of ranks 0..r-1, combines it with its own data
+(the prefix on the left) and sends the new prefix on, segment by segment,
+so the chain is pipelined. Exclusive: the received prefix is the result.
+
+    steps          p - 1 (plus one per extra segment, pipelined)
+    bytes sent     n
+    bytes reduced  n
+"""
+
+
+def steps(p):
+    return p - 1
+
+
+def bytes_on_wire(n, p):
+    return n if p > 1 else 0
+
+
+def reduce_bytes(n, p):
+    return n if p > 1 else 0
+
+
+def run(t):
+    p, r, ch, data = t.size, t.rank, t.ch, t.data
+    after = r + 1 if r + 1 < p else None
+    if r == 0:
+        if not t.exclusive:
+            t.out[:] = data
+        if after is not None:
+            ch.send(data, after)
+    elif t.exclusive:
+        ch.recv_reduce_send(data, r - 1, after, received_left=True, keep=t.out)
+    else:
+        ch.recv_reduce_send(data, r - 1, after, received_left=True, out=t.out)

@@ -1,0 +1,590 @@
+"""Collective test cases, run on every rank (launched by mpirun.py).
+
+    mpiexec -n P python -m mpi4py tests/mpi_cases.py GROUP
+
+Each group runs a grid of calls. Every rank generates every rank's seeded
+data itself, so it knows the expected result without communication; it
+compares its own result bit for bit. Float data is chosen so that every
+partial result is exact (small integers, powers of two), which makes the
+expected bits independent of the order an algorithm combines in. Results
+that must be identical everywhere are also hashed, and the hashes compared
+across ranks at the end with mpi4py's own allgather (independent of pycoll).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import zlib
+
+import numpy as np
+from mpi4py import MPI
+
+import pycoll
+from data import ALL_DTYPES, BF16, assert_bitwise_equal, assert_same_values, bits, combine, sample
+from pycoll._dtypes import BY_NAME, Op
+from pycoll._kernels.reduce import supports
+from pycoll.algorithms import ALGORITHMS
+
+F32 = np.float32
+
+
+class Run:
+    """One group's bookkeeping on one rank."""
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.p, self.r = comm.size, comm.rank
+        self.digests = []
+        self.count = 0
+
+    def check(self, name, got, expected):
+        assert_bitwise_equal(got, expected, name)
+        self.count += 1
+
+    def same_everywhere(self, name, y):
+        y = np.asarray(y)
+        h = hashlib.blake2b(bits(y).tobytes(), digest_size=12)
+        h.update(f"{y.shape}{y.dtype}".encode())
+        self.digests.append((name, h.hexdigest()))
+
+    def finish(self):
+        everyone = MPI.COMM_WORLD.allgather(self.digests)
+        for i, (name, digest) in enumerate(self.digests):
+            seen = {rank: d[i] for rank, d in enumerate(everyone)}
+            assert all(v == (name, digest) for v in seen.values()), (
+                f"{name}: results differ across ranks: {seen}")
+
+
+def seed_of(*parts) -> int:
+    return zlib.crc32(repr(parts).encode())
+
+
+def rank_data(dtype: str, shape, rank: int, seed: int, op: Op = Op.MAX) -> np.ndarray:
+    """This rank's input: exact under SUM/AVG (small integers) and PROD
+    (powers of two) for floats, the full range for integers."""
+    rng = np.random.default_rng([seed, rank])
+    dt = BY_NAME[dtype]
+    shape = tuple(shape)
+    size = int(np.prod(shape))
+    if dt.kind == "c" and op is Op.PROD:
+        # Gaussian integers +-(2+i), +-i(2+i): no product of them lies on an
+        # axis (arctan(1/2) is no rational multiple of pi), so no partial
+        # product has a zero part, whose sign would depend on the order.
+        return rng.choice([2 + 1j, -2 - 1j, -1 + 2j, 1 - 2j], size).astype(dt.numpy).reshape(shape)
+    if dt.kind in "fc" and op in (Op.SUM, Op.AVG, Op.PROD):
+        def part():
+            if op is Op.PROD:
+                return rng.choice([-2, -1, -0.5, 0.5, 1, 2], size)
+            return rng.integers(-8, 9, size).astype(np.float64)
+        x = part() + 1j * part() if dt.kind == "c" else part()
+        return x.astype(dt.numpy).reshape(shape)
+    if dt.kind in "fc":
+        x = rng.standard_normal(size)
+        if dt.kind == "c":
+            x = x + 1j * rng.standard_normal(size)
+        return x.astype(dt.numpy).reshape(shape)
+    return sample(dtype, size, rng).reshape(shape)
+
+
+def average(s: np.ndarray, k: int) -> np.ndarray:
+    """pycoll's AVG division: half types in float32, complex by component."""
+    if s.dtype in (np.float16, BF16):
+        return (s.astype(F32) / F32(k)).astype(s.dtype)
+    if s.dtype.kind == "c":
+        out = np.empty_like(s)
+        out.real = s.real / s.real.dtype.type(k)
+        out.imag = s.imag / s.imag.dtype.type(k)
+        return out
+    return s / s.dtype.type(k)
+
+
+def reduce_ranks(op: Op, xs) -> np.ndarray:
+    acc = xs[0].copy()
+    for x in xs[1:]:
+        acc = combine(op, acc, x)
+    return average(acc, len(xs)) if op is Op.AVG else acc
+
+
+def special_data(dtype: str, seed: int, rank: int) -> np.ndarray:
+    """Random values with NaN, +-inf, +-0.0 mixed in, and a NaN and signed
+    zeros at fixed places."""
+    x = sample(dtype, 257, np.random.default_rng([seed, rank]), special=True)
+    x[:4] = np.array([np.nan, -0.0, 0.0, -0.0]).astype(x.dtype)
+    return x
+
+
+def unsigned_zeros(y: np.ndarray) -> np.ndarray:
+    return np.where(y == 0, np.zeros_like(y), y)
+
+
+def reduction_pairs():
+    return [(op, dt) for op in Op for dt in ALL_DTYPES
+            if (op is Op.AVG and BY_NAME[dt].kind in "fc")
+            or (op is not Op.AVG and supports(op.kernel, BY_NAME[dt].code))]
+
+
+FEW = [(Op.SUM, "float32"), (Op.MAX, "int16"), (Op.PROD, "bfloat16"), (Op.BXOR, "uint8"),
+       (Op.AVG, "float64"), (Op.SUM, "complex64"), (Op.MIN, "float16")]
+
+
+def counts_for(p):
+    return sorted({0, 1, max(p - 1, 0), p + 1, 1000})
+
+
+# ---------------------------------------------------------------------------
+# Reductions
+
+
+def allreduce_case(run, algo, op, dtype, shape):
+    name = f"allreduce {algo} {op.value} {dtype} {shape}"
+    seed = seed_of(name)
+    xs = [rank_data(dtype, shape, i, seed, op) for i in range(run.p)]
+    y = run.comm.allreduce(xs[run.r], op=op, algorithm=algo)
+    run.check(name, y, reduce_ranks(op, xs))
+    run.same_everywhere(name, y)
+
+
+def reduce_case(run, algo, op, dtype, shape, root):
+    name = f"reduce {algo} {op.value} {dtype} {shape} root {root}"
+    seed = seed_of(name)
+    xs = [rank_data(dtype, shape, i, seed, op) for i in range(run.p)]
+    y = run.comm.reduce(xs[run.r], op=op, root=root, algorithm=algo)
+    if run.r == root:
+        run.check(name, y, reduce_ranks(op, xs))
+    else:
+        assert y is None, f"{name}: got {y!r} off the root"
+
+
+def reduce_scatter_case(run, algo, op, dtype, shape):
+    name = f"reduce_scatter {algo} {op.value} {dtype} {shape}"
+    seed = seed_of(name)
+    xs = [rank_data(dtype, shape, i, seed, op) for i in range(run.p)]
+    y = run.comm.reduce_scatter(xs[run.r], op=op, algorithm=algo)
+    run.check(name, y, np.array_split(reduce_ranks(op, xs), run.p, axis=0)[run.r])
+
+
+def scan_case(run, algo, op, dtype, shape, exclusive):
+    name = f"scan {algo} {op.value} {dtype} {shape} exclusive={exclusive}"
+    seed = seed_of(name)
+    xs = [rank_data(dtype, shape, i, seed, op) for i in range(run.p)]
+    y = run.comm.scan(xs[run.r], op=op, algorithm=algo, exclusive=exclusive)
+    upto = run.r if exclusive else run.r + 1
+    if upto == 0:
+        assert y is None, f"{name}: rank 0 got {y!r}"
+    else:
+        run.check(name, y, reduce_ranks(op, xs[:upto]))
+
+
+def group_reductions(run):
+    p = run.p
+    pairs = reduction_pairs()
+    counts = counts_for(p)
+    for algo in ALGORITHMS["allreduce"]:
+        for op, dtype in pairs:
+            allreduce_case(run, algo, op, dtype, (p + 1,))
+        for n in counts:
+            for op, dtype in FEW:
+                allreduce_case(run, algo, op, dtype, (n,))
+        allreduce_case(run, algo, Op.SUM, "float32", (3, 5, 2))
+        allreduce_case(run, algo, Op.SUM, "float64", ())
+    for algo in ALGORITHMS["reduce"]:
+        for root in range(p):
+            reduce_case(run, algo, Op.SUM, "float32", (p + 1, 2), root)
+        for op, dtype in pairs:
+            reduce_case(run, algo, op, dtype, (p + 1,), p - 1)
+        for n in counts:
+            for op, dtype in FEW:
+                reduce_case(run, algo, op, dtype, (n,), p // 2)
+    for algo in ALGORITHMS["reduce_scatter"]:
+        for op, dtype in pairs:
+            reduce_scatter_case(run, algo, op, dtype, (p + 1,))
+        for n in counts:
+            for op, dtype in FEW:
+                reduce_scatter_case(run, algo, op, dtype, (n, 3))
+    for algo in ALGORITHMS["scan"]:
+        for exclusive in (False, True):
+            for op, dtype in pairs:
+                scan_case(run, algo, op, dtype, (3,), exclusive)
+            for n in counts:
+                for op, dtype in FEW[:4]:
+                    scan_case(run, algo, op, dtype, (n,), exclusive)
+
+
+# ---------------------------------------------------------------------------
+# Data movement
+
+
+def broadcast_case(run, algo, dtype, shape, root, in_place):
+    name = f"broadcast {algo} {dtype} {shape} root {root} in_place={in_place}"
+    x = rank_data(dtype, shape, root, seed_of(name))
+    if run.r == root:
+        mine = x.copy()
+    elif in_place:
+        mine = np.zeros_like(x)
+    else:
+        mine = None
+    y = run.comm.broadcast(mine, root=root, algorithm=algo)
+    if mine is not None:
+        assert y is mine, f"{name}: broadcast must return x itself"
+    run.check(name, y, x)
+    run.same_everywhere(name, y)
+
+
+def gather_case(run, algo, dtype, shape, root, sizes=None):
+    name = f"gather {algo} {dtype} {shape} root {root} sizes={sizes}"
+    seed = seed_of(name)
+    shapes = [shape if sizes is None else (sizes[i], *shape[1:]) for i in range(run.p)]
+    xs = [rank_data(dtype, s, i, seed) for i, s in enumerate(shapes)]
+    y = run.comm.gather(xs[run.r], root=root, algorithm=algo, sizes=sizes)
+    if run.r == root:
+        run.check(name, y, np.concatenate([np.atleast_1d(x) for x in xs]))
+    else:
+        assert y is None, f"{name}: got {y!r} off the root"
+
+
+def scatter_case(run, algo, dtype, shape, root, give_x_everywhere=False):
+    name = f"scatter {algo} {dtype} {shape} root {root}"
+    x = rank_data(dtype, shape, root, seed_of(name))
+    mine = x if run.r == root else (np.zeros(3) if give_x_everywhere else None)
+    y = run.comm.scatter(mine, root=root, algorithm=algo)
+    run.check(name, y, np.array_split(x, run.p, axis=0)[run.r])
+
+
+def allgather_case(run, algo, dtype, shape, sizes=None):
+    name = f"allgather {algo} {dtype} {shape} sizes={sizes}"
+    seed = seed_of(name)
+    shapes = [shape if sizes is None else (sizes[i], *shape[1:]) for i in range(run.p)]
+    xs = [rank_data(dtype, s, i, seed) for i, s in enumerate(shapes)]
+    y = run.comm.allgather(xs[run.r], algorithm=algo, sizes=sizes)
+    run.check(name, y, np.concatenate([np.atleast_1d(x) for x in xs]))
+    run.same_everywhere(name, y)
+
+
+def alltoall_case(run, algo, dtype, shape):
+    name = f"alltoall {algo} {dtype} {shape}"
+    seed = seed_of(name)
+    xs = [rank_data(dtype, shape, i, seed) for i in range(run.p)]
+    y = run.comm.alltoall(xs[run.r], algorithm=algo)
+    expected = np.concatenate([np.array_split(x, run.p, axis=0)[run.r] for x in xs])
+    run.check(name, y, expected)
+
+
+def group_movement(run):
+    p = run.p
+    counts = counts_for(p)
+    uneven = [(3 * i + 1) % 4 for i in range(p)]          # includes zero-length ranks
+    for algo in ALGORITHMS["broadcast"]:
+        for root in range(p):
+            broadcast_case(run, algo, "float32", (p + 1, 3), root, in_place=root % 2 == 0)
+        for dtype in ALL_DTYPES:
+            broadcast_case(run, algo, dtype, (p + 1,), p - 1, in_place=False)
+        for n in counts:
+            broadcast_case(run, algo, "bfloat16", (n,), p // 2, in_place=True)
+            broadcast_case(run, algo, "int64", (n, 2), 0, in_place=False)
+        broadcast_case(run, algo, "complex128", (), 0, in_place=False)
+    for algo in ALGORITHMS["gather"]:
+        for root in range(p):
+            gather_case(run, algo, "float32", (2, 3), root)
+        for dtype in ALL_DTYPES:
+            gather_case(run, algo, dtype, (p + 1,), p - 1)
+        for n in counts:
+            gather_case(run, algo, "int16", (n, 2), p // 2)
+        gather_case(run, algo, "bfloat16", (1, 5), 0, sizes=uneven)
+        gather_case(run, algo, "float64", (), p - 1)                   # scalars
+    for algo in ALGORITHMS["scatter"]:
+        for root in range(p):
+            scatter_case(run, algo, "float32", (p + 3, 2), root, give_x_everywhere=root == 1)
+        for dtype in ALL_DTYPES:
+            scatter_case(run, algo, dtype, (2 * p + 1,), p - 1)
+        for n in counts:
+            scatter_case(run, algo, "uint16", (n, 3), p // 2)
+    for algo in ALGORITHMS["allgather"]:
+        for dtype in ALL_DTYPES:
+            allgather_case(run, algo, dtype, (2,))
+        for n in counts:
+            allgather_case(run, algo, "float32", (n, 2))
+        allgather_case(run, algo, "float16", (1, 3), sizes=uneven)
+        allgather_case(run, algo, "int32", ())
+    for algo in ALGORITHMS["alltoall"]:
+        for dtype in ALL_DTYPES:
+            alltoall_case(run, algo, dtype, (2 * p + 1,))
+        for n in counts:
+            alltoall_case(run, algo, "float64", (n, 2))
+    for algo in ALGORITHMS["barrier"]:
+        run.comm.barrier()
+
+
+# ---------------------------------------------------------------------------
+# Layouts, out=, special values, communicators
+
+
+def group_special(run):
+    comm, p, r = run.comm, run.p, run.r
+
+    # Note [Bitwise-identical results]: data with NaNs, infinities and signed
+    # zeros that is not exact, so that the order of combination matters.
+    # Every rank must get the same bits; the values are checked where they
+    # cannot depend on the order.
+    for dtype in ("float16", "bfloat16", "float32", "float64", "complex64"):
+        for op in (Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.AVG):
+            if op in (Op.MAX, Op.MIN) and dtype == "complex64":
+                continue
+            for algo in ALGORITHMS["allreduce"]:
+                name = f"special allreduce {algo} {op.value} {dtype}"
+                xs = [special_data(dtype, seed_of(name), i) for i in range(p)]
+                y = comm.allreduce(xs[r], op=op, algorithm=algo)
+                run.same_everywhere(name, y)
+                with np.errstate(all="ignore"):
+                    expected = reduce_ranks(op, xs)
+                if op in (Op.MAX, Op.MIN):
+                    # order-free except the sign of a tie between -0.0 and +0.0
+                    assert_same_values(unsigned_zeros(y), unsigned_zeros(expected), name)
+                elif dtype in ("float32", "float64"):
+                    # NaNs and infinities do not depend on the order
+                    for pattern in (np.isnan, np.isposinf, np.isneginf):
+                        assert np.array_equal(pattern(y), pattern(expected)), f"{name}: {pattern.__name__}"
+                run.count += 1
+
+    # accumulate="float32": one rounding at the end instead of one per step.
+    for algo in ALGORITHMS["allreduce"]:
+        x = np.full(4, 1.0 if r == 0 else 2.0 ** -9, dtype=BF16)
+        exact = F32(1.0) + F32(2.0 ** -9) * (p - 1)
+        y = comm.allreduce(x, algorithm=algo, accumulate="float32")
+        run.check(f"accumulate {algo}", y, np.full(4, exact, dtype=F32).astype(BF16))
+        run.same_everywhere(f"accumulate {algo}", y)
+        y = comm.allreduce(x, op=pycoll.AVG, algorithm=algo, accumulate="float32")
+        run.check(f"accumulate avg {algo}", y, np.full(4, exact / F32(p), F32).astype(BF16))
+    for algo in ALGORITHMS["reduce_scatter"]:
+        x = np.full((p, 2), 3.0 if r == 0 else 2.0 ** -9, dtype=np.float16)
+        exact = F32(3.0) + F32(2.0 ** -9) * (p - 1)
+        y = comm.reduce_scatter(x, algorithm=algo, accumulate="float32")
+        run.check(f"accumulate reduce_scatter {algo}", y, np.full((1, 2), exact, F32).astype(np.float16))
+    x = np.full(3, 1.0 if r == 0 else 2.0 ** -9, dtype=BF16)
+    y = comm.reduce(x, root=p - 1, accumulate="float32")
+    if r == p - 1:
+        run.check("accumulate reduce", y, np.full(3, F32(1.0) + F32(2.0 ** -9) * (p - 1), F32).astype(BF16))
+    y = comm.scan(x, accumulate="float32")
+    run.check("accumulate scan", y, np.full(3, F32(1.0) + F32(2.0 ** -9) * r, F32).astype(BF16))
+
+    # Non-contiguous inputs and out= views, in place.
+    base = np.arange(4 * 6 * (r + 1), dtype=np.float64).reshape(-1, 6)[: 4]
+    views = {"strided": base[:, ::2], "fortran": np.asfortranarray(base), "reversed": base[::-1]}
+    for label, x in views.items():
+        xs = [np.arange(4 * 6 * (i + 1), dtype=np.float64).reshape(-1, 6)[: 4] for i in range(p)]
+        if label == "strided":
+            xs = [v[:, ::2] for v in xs]
+        elif label == "reversed":
+            xs = [v[::-1] for v in xs]
+        for algo in ALGORITHMS["allreduce"]:
+            run.check(f"allreduce {label} {algo}", comm.allreduce(x, algorithm=algo), sum(xs))
+        run.check(f"reduce_scatter {label}", comm.reduce_scatter(x), np.array_split(sum(xs), p)[r])
+        run.check(f"allgather {label}", comm.allgather(x), np.concatenate(xs))
+        run.check(f"alltoall {label}", comm.alltoall(x),
+                  np.concatenate([np.array_split(v, p)[r] for v in xs]))
+        target = np.zeros((2 * x.shape[0], 2 * x.shape[1]))
+        out = target[::2, ::2] if label != "fortran" else np.asfortranarray(np.zeros(x.shape))
+        got = comm.allreduce(x, out=out)
+        assert got is out, f"allreduce out={label}: must return out"
+        run.check(f"allreduce out={label}", out, sum(xs))
+        if label != "fortran":
+            assert not target[1::2].any() and not target[:, 1::2].any(), "wrote outside out"
+    # in place: out is x
+    for algo in ALGORITHMS["allreduce"]:
+        x = np.arange(10, dtype=np.int32) * (r + 1)
+        y = comm.allreduce(x, out=x, algorithm=algo)
+        assert y is x
+        run.check(f"allreduce in place {algo}", x, np.arange(10, dtype=np.int32) * sum(range(1, p + 1)))
+    x = np.arange(6.0).reshape(2, 3) * (r + 1)
+    y = comm.reduce(x, root=0, out=x)
+    if r == 0:
+        assert y is x
+        run.check("reduce in place", x, np.arange(6.0).reshape(2, 3) * sum(range(1, p + 1)))
+    # broadcast into a non-contiguous x
+    target = np.zeros((6, 4), np.float32)
+    x = target[::2, 1::2] if r != 0 else np.arange(6, dtype=np.float32).reshape(3, 2)
+    comm.broadcast(x, root=0)
+    run.check("broadcast strided x", x, np.arange(6, dtype=np.float32).reshape(3, 2))
+    if r != 0:
+        assert target[1::2].sum() == 0 and target[:, ::2].sum() == 0, "wrote outside x"
+    # scatter into an out= view: each rank's block of 2p rows is 2 rows
+    out = np.zeros((4, 4))[::2, ::2]
+    got = comm.scatter(np.arange(4.0 * p).reshape(2 * p, 2) if r == 0 else None, root=0, out=out)
+    assert got is out
+    run.check("scatter out view", out, np.arange(4.0 * p).reshape(2 * p, 2)[2 * r:2 * r + 2])
+
+    # comm= forms: None (COMM_WORLD default), an mpi4py comm (wrapped once), methods.
+    y = pycoll.allreduce(np.array([r]), comm=None)
+    run.check("default comm", y, np.array([sum(range(p))]))
+    y = pycoll.allreduce(np.array([r]), comm=MPI.COMM_WORLD)
+    run.check("mpi4py comm", y, np.array([sum(range(p))]))
+    assert pycoll.api._comm_of(MPI.COMM_WORLD) is pycoll.api._comm_of(MPI.COMM_WORLD), "not cached"
+    # split, context manager, free
+    color = r % 2
+    sub = comm.split(color, key=-r)
+    members = [i for i in range(p) if i % 2 == color]
+    assert sub.size == len(members) and sub.rank == len(members) - 1 - members.index(r)
+    y = sub.allreduce(np.array([r]))
+    run.check("split allreduce", y, np.array([sum(members)]))
+    sub.free()
+    sub.free()
+    try:
+        sub.allreduce(np.ones(1))
+    except ValueError as exc:
+        assert "freed" in str(exc)
+    else:
+        raise AssertionError("a freed communicator must refuse to run")
+    nothing = comm.split(MPI.UNDEFINED if r == 0 else 1)
+    assert (nothing is None) == (r == 0)
+    if nothing is not None:
+        nothing.free()
+    with pycoll.Communicator(MPI.COMM_WORLD) as c2:
+        run.check("context manager", c2.allgather(np.array([r])), np.arange(p))
+    assert c2.freed
+
+    # Python objects with the buffer protocol, and torch tensors when present.
+    y = comm.allreduce(bytearray([r, 1]))
+    run.check("bytearray", y, np.array([sum(range(p)) % 256, p], np.uint8))
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        t = torch.arange(6, dtype=torch.float32).reshape(2, 3) * (r + 1)
+        y = comm.allreduce(t)
+        run.check("torch allreduce", y, np.arange(6, dtype=F32).reshape(2, 3) * sum(range(1, p + 1)))
+        t = torch.full((4,), float(r), dtype=torch.bfloat16)
+        y = comm.allreduce(t)
+        run.check("torch bf16", y, np.full(4, sum(range(p)), BF16))
+        out = torch.zeros(2, 3)
+        comm.allreduce(torch.ones(2, 3), out=out)
+        assert (out == p).all(), "out= into a torch tensor"
+        t = torch.arange(12, dtype=torch.float64).reshape(3, 4).t()           # non-contiguous
+        run.check("torch strided", comm.allgather(t), np.concatenate([t.numpy()] * p))
+        bt = torch.zeros(3) if r else torch.tensor([1.0, 2.0, 3.0])
+        assert comm.broadcast(bt, root=0) is bt and bt.tolist() == [1.0, 2.0, 3.0]
+
+
+# ---------------------------------------------------------------------------
+# Bad input: every rank raises before any message is sent, then carries on.
+
+
+def expect(exc_type, match, fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except exc_type as exc:
+        assert match in str(exc), f"{exc_type.__name__} {str(exc)!r} does not say {match!r}"
+        return exc
+    raise AssertionError(f"{fn.__name__}{args} did not raise {exc_type.__name__} ({match})")
+
+
+def group_errors(run):
+    comm, p, r = run.comm, run.p, run.r
+    f = np.ones(4, np.float32)
+    i = np.ones(4, np.int32)
+    before = f.copy()
+    cases = [
+        (ValueError, "unknown op 'mean'", comm.allreduce, f, "mean"),
+        (TypeError, "op must be", comm.allreduce, f, 3),
+        (TypeError, "AVG needs a floating or complex dtype, got int32", comm.allreduce, i, pycoll.AVG),
+        (TypeError, "MAX is not defined for complex64", comm.allreduce, f.astype(np.complex64), "max"),
+        (TypeError, "BXOR is not defined for float32", comm.reduce, f, pycoll.BXOR),
+        (TypeError, "dtype object", comm.allreduce, np.array([1, None])),
+        (TypeError, "which pycoll does not support", comm.allgather,
+         np.zeros(2, [("a", "i4"), ("b", "f4")])),
+        (TypeError, "got list", comm.allreduce, [1.0, 2.0]),
+        (ValueError, f"root {p} is out of range for {p} ranks", comm.reduce, f, "sum", p),
+        (ValueError, "root must be an int", comm.gather, f, "0"),
+        (ValueError, "root -1 is out of range", comm.broadcast, f, -1),
+        (ValueError, "unknown allreduce algorithm 'fast'", comm.allreduce, f, "sum", "fast"),
+        (TypeError, "algorithm must be a string", comm.allgather, f, 2),
+        (ValueError, "expected (4,)", comm.allreduce, f, "sum", "auto", np.zeros(5, np.float32)),
+        (TypeError, "out has dtype float64, expected float32", comm.allreduce, f, "sum", "auto",
+         np.zeros(4)),
+        (ValueError, "accumulate must be None or 'float32'", comm.allreduce, f, "sum", "auto", None,
+         "float64"),
+        (TypeError, "accumulate='float32' applies to", comm.allreduce, i, "sum", "auto", None, "float32"),
+        (ValueError, f"sizes must hold {p} non-negative ints", comm.allgather, f, "auto", [1] * (p + 1)),
+        (ValueError, f"sizes[{r}] is 3", comm.gather, f, 0, "auto", [3] * p),
+        (ValueError, "at least one dimension", comm.reduce_scatter, np.float32(1)),
+        (ValueError, "at least one dimension", comm.alltoall, np.float64(1)),
+        (TypeError, "exclusive must be a bool", comm.scan, f, "sum", "yes"),
+    ]
+    ro = np.zeros(4, np.float32)
+    ro.setflags(write=False)
+    cases.append((ValueError, "out is read-only", comm.allreduce, f, "sum", "auto", ro))
+    cases.append((ValueError, "out is read-only", comm.reduce, f, "sum", 0, "auto",
+                  ro if r == 0 else None))
+    for exc_type, match, fn, *args in cases:
+        if fn == comm.reduce and args[-1] is None and r != 0:
+            continue            # the root's own out: only the root raises
+        expect(exc_type, match, fn, *args)
+        run.count += 1
+    assert (f == before).all() and not ro.any(), "bad input wrote into a buffer"
+
+    # The root's bad input reaches ranks with x=None through the header.
+    bad = np.array([object()]) if r == 0 else None
+    exc = expect(TypeError, "root:", comm.broadcast, bad, 0)
+    assert "dtype object" in str(exc)
+    exc = expect(ValueError, "root:", comm.scatter, np.float32(1) if r == 0 else None, 0)
+    assert "at least one dimension" in str(exc)
+    # A non-root whose x does not match takes part, then raises.
+    x = np.zeros(3) if r == 0 else np.zeros(5, np.float32)
+    if r == 0:
+        comm.broadcast(x, root=0)
+    else:
+        expect(TypeError, "x has dtype float32, expected float64", comm.broadcast, x, 0)
+    # After all that, every rank still agrees on the tags: a real collective works.
+    y = comm.allreduce(np.array([r + 1.0]))
+    run.check("after errors", y, np.array([p * (p + 1) / 2]))
+    run.same_everywhere("after errors", y)
+
+
+def group_settings(run):
+    """PYCOLL_* settings: rank 0's win, on every rank."""
+    comm = run.comm
+    from pycoll import tuning
+    assert comm.settings.segment_bytes == int(os.environ.get("EXPECT_SEGMENT", "0")), comm.settings
+    expected = os.environ.get("EXPECT_ALGORITHM")
+    assert tuning.select("allreduce", 8, comm.size, comm.settings) == expected
+    y = comm.allreduce(np.arange(100.0))
+    run.check("settings allreduce", y, np.arange(100.0) * comm.size)
+
+
+def group_fail(run):
+    """For the harness tests: the last rank fails while the others wait."""
+    if run.r == run.p - 1:
+        raise RuntimeError(f"rank {run.r} fails on purpose")
+    run.comm.allreduce(np.ones(4))
+
+
+def group_silent(run):
+    """For the harness tests: the last rank exits cleanly without reporting."""
+    if run.r == run.p - 1:
+        run.finish()
+        sys.exit(0)
+
+
+GROUPS = {
+    "reductions": group_reductions,
+    "movement": group_movement,
+    "special": group_special,
+    "errors": group_errors,
+    "settings": group_settings,
+    "fail": group_fail,
+    "silent": group_silent,
+}
+
+
+def main():
+    group = sys.argv[1]
+    comm = pycoll.Communicator()
+    run = Run(comm)
+    GROUPS[group](run)
+    run.finish()
+    comm.free()
+    os.write(1, f"PYCOLL-OK rank={comm.rank} group={group} cases={run.count}\n".encode())
+
+
+if __name__ == "__main__":
+    main()

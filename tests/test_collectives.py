@@ -1,0 +1,84 @@
+"""The collectives under mpiexec: the grid of mpi_cases.py at p = 1..8.
+
+Each test is one launch of one group of cases on p ranks (about 0.3-8 s);
+see mpi_cases.py for what a group checks and mpirun.py for how a launch is
+bounded and judged.
+"""
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mpirun import run_ranks
+
+pytestmark = pytest.mark.mpi
+
+PROCESS_COUNTS = [1, 2, 3, 4, 5, 7, 8]
+
+
+@pytest.mark.parametrize("p", PROCESS_COUNTS)
+def test_reductions(p):
+    """allreduce, reduce, reduce_scatter, scan: every algorithm x every
+    (op, dtype) x counts 0, 1, p-1, p+1, 1000 (multi-segment) x roots."""
+    run_ranks(p, "reductions")
+
+
+@pytest.mark.parametrize("p", PROCESS_COUNTS)
+def test_movement(p):
+    """broadcast, gather, scatter, allgather, alltoall, barrier: every
+    algorithm x dtypes x counts x roots, uneven sizes, scalars."""
+    run_ranks(p, "movement")
+
+
+@pytest.mark.parametrize("p", PROCESS_COUNTS)
+def test_special(p):
+    """NaN payloads and signed zeros (bitwise identical everywhere),
+    accumulate="float32", non-contiguous inputs, out= views, in place,
+    communicator forms, torch tensors when torch is installed."""
+    run_ranks(p, "special")
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 5, 8])
+def test_errors(p):
+    """Bad input raises on every rank before any message, errors on the
+    root travel in the header, and the ranks still agree afterwards."""
+    run_ranks(p, "errors")
+
+
+@pytest.mark.parametrize("p", [3, 8])
+def test_default_segment_size(p):
+    """The grid once more with the default segment size instead of the
+    tests' tiny one."""
+    run_ranks(p, "reductions", env={"PYCOLL_SEGMENT_BYTES": ""})
+
+
+def test_settings_are_rank_zeros():
+    """Every rank runs with rank 0's PYCOLL_* settings, whatever its own."""
+    per_rank = [{"PYCOLL_SEGMENT_BYTES": "4096", "PYCOLL_ALGORITHM_ALLREDUCE": "tree"},
+                {"PYCOLL_SEGMENT_BYTES": "100", "PYCOLL_ALGORITHM_ALLREDUCE": "ring"},
+                {"PYCOLL_SEGMENT_BYTES": "7"}]
+    run_ranks(3, "settings", per_rank_env=per_rank,
+              env={"EXPECT_SEGMENT": "4096", "EXPECT_ALGORITHM": "tree"})
+
+
+def test_bad_setting_raises_everywhere():
+    out = subprocess.run(
+        [sys.executable, "-c", "import pycoll; pycoll.Communicator()"],
+        capture_output=True, text=True, timeout=120,
+        env={**__import__("os").environ, "PYCOLL_ALGORITHM_ALLREDUCE": "magic"})
+    assert out.returncode != 0
+    assert "PYCOLL_ALGORITHM_ALLREDUCE=magic: allreduce has ring" in out.stderr
+
+
+def test_a_failing_rank_fails_fast_with_its_traceback():
+    start = time.monotonic()
+    with pytest.raises(AssertionError) as info:
+        run_ranks(4, "fail", timeout=60)
+    assert "RuntimeError: rank 3 fails on purpose" in str(info.value)
+    assert time.monotonic() - start < 30
+
+
+def test_a_rank_that_does_not_report_fails_the_launch():
+    with pytest.raises(AssertionError, match=r"ranks reporting success \[0, 1\]"):
+        run_ranks(3, "silent", timeout=60)

@@ -1,0 +1,50 @@
+"""Package hygiene and the algorithms' interface, no MPI launch."""
+import subprocess
+import sys
+
+import pytest
+
+from pycoll.algorithms import ALGORITHMS, REGISTRY
+
+
+def test_import_does_not_initialise_mpi_or_print():
+    code = ("import sys, pycoll\n"
+            "assert 'mpi4py.MPI' not in sys.modules, 'pycoll imported mpi4py.MPI'\n"
+            "assert not [m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'torch', 'jax')]\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "" and out.stderr == ""
+
+
+def test_every_algorithm_module_has_the_interface():
+    for collective, names in ALGORITHMS.items():
+        for name in names:
+            module = REGISTRY[collective][name]
+            assert module.__name__.endswith(f"{collective}_{name}")
+            doc = module.__doc__
+            for term in ("steps", "bytes sent", "bytes reduced"):
+                assert term in doc, f"{module.__name__} docstring lacks {term!r}"
+            for p in range(1, 17):
+                assert module.steps(p) >= 0
+                assert module.bytes_on_wire(1000, p) >= 0
+                assert module.reduce_bytes(1000, p) >= 0
+            assert module.steps(1) == 0 and module.bytes_on_wire(1000, 1) == 0
+
+
+@pytest.mark.parametrize("collective,name,p,steps,wire,reduced", [
+    ("allreduce", "ring", 4, 6, 1500, 750),
+    ("allreduce", "recursive_doubling", 8, 3, 3000, 3000),
+    ("allreduce", "recursive_doubling", 6, 4, 3000, 3000),
+    ("allreduce", "rabenseifner", 8, 6, 1750, 875),
+    ("allreduce", "tree", 5, 6, 3000, 3000),
+    ("broadcast", "binomial", 8, 3, 3000, 0),
+    ("reduce_scatter", "ring", 4, 3, 3000, 3000),
+    ("allgather", "bruck", 5, 3, 4000, 0),
+    ("barrier", "dissemination", 5, 3, 0, 0),
+])
+def test_cost_terms(collective, name, p, steps, wire, reduced):
+    """The numbers the docstrings state, for n = 1000 bytes."""
+    module = REGISTRY[collective][name]
+    assert module.steps(p) == steps
+    assert module.bytes_on_wire(1000, p) == pytest.approx(wire)
+    assert module.reduce_bytes(1000, p) == pytest.approx(reduced)
