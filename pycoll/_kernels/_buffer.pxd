@@ -4,6 +4,14 @@
 #
 # numpy exports any dtype, bfloat16 included, when no format is requested,
 # so kernels take numpy arrays of every supported dtype without a view.
+#
+# Why Py_buffer and not typed memoryviews (STYLE.md's default): a typed
+# memoryview asks for the format, which numpy refuses for bfloat16 ("cannot
+# include dtype 'E' in a buffer"), and acquiring one cost 270 ns per
+# argument here against 71 ns for a raw Py_buffer: about 0.6 us on every
+# three-operand kernel call, half the time budget of an 8-byte allreduce.
+# The element loops behind the buffers are typed (C, and the fused item_t
+# of copy.pyx).
 
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE,
                              PyBUF_WRITABLE, PyBUF_STRIDES)
