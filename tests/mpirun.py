@@ -46,14 +46,14 @@ def launcher(p: int) -> tuple[list, dict]:
     return cmd, env
 
 
-def run_ranks(p: int, *args, timeout: int = 300, env: dict | None = None,
-              per_rank_env: list[dict] | None = None) -> str:
-    """Run mpi_cases.py on p ranks; fail with every rank's output unless all
-    p ranks report success. Returns stdout."""
+def launch(p: int, program: list, timeout: int = 300, env: dict | None = None,
+           per_rank_env: list[dict] | None = None) -> subprocess.CompletedProcess:
+    """Run *program* (argv after the interpreter) on p ranks, bounded by
+    MPIEXEC_TIMEOUT and the subprocess timeout."""
     cmd, launch_env = launcher(p)
     full_env = {**os.environ, **launch_env, "MPIEXEC_TIMEOUT": str(timeout),
                 "PYCOLL_SEGMENT_BYTES": TEST_SEGMENT_BYTES, **(env or {})}
-    program = [sys.executable, "-m", "mpi4py", str(CASES), *map(str, args)]
+    program = [sys.executable, *map(str, program)]
     if per_rank_env is None:
         cmd += program
     else:
@@ -66,11 +66,18 @@ def run_ranks(p: int, *args, timeout: int = 300, env: dict | None = None,
                 cmd += ["-x", f"{key}={value}"] if mpi_flavour() == "openmpi" else ["-env", key, value]
             cmd += program
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 30,
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 30,
                               env=full_env, cwd=HERE.parent)
     except subprocess.TimeoutExpired as exc:
-        raise AssertionError(f"{p} ranks of {args} did not finish in {timeout + 30} s:\n"
-                             f"{_tail(exc.stdout)}\n{_tail(exc.stderr)}") from None
+        raise AssertionError(f"{p} ranks of {' '.join(program)} did not finish in "
+                             f"{timeout + 30} s:\n{_tail(exc.stdout)}\n{_tail(exc.stderr)}") from None
+
+
+def run_ranks(p: int, *args, timeout: int = 300, env: dict | None = None,
+              per_rank_env: list[dict] | None = None) -> str:
+    """Run mpi_cases.py on p ranks; fail with every rank's output unless all
+    p ranks report success. Returns stdout."""
+    proc = launch(p, ["-m", "mpi4py", CASES, *args], timeout, env, per_rank_env)
     ranks = sorted({int(m) for m in SENTINEL.findall(proc.stdout)})
     if proc.returncode != 0 or ranks != list(range(p)):
         raise AssertionError(

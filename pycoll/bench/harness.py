@@ -1,0 +1,338 @@
+"""The benchmark harness (nccl-tests' common.cu): CLI, sizes, timing, checks,
+the table and the JSON. Each op's specifics live in ops.py.
+
+    mpiexec -n 4 python -m pycoll.bench allreduce -b 8 -e 64M -f 4 -a native,ring,auto
+
+For every size, each algorithm runs ``-w`` warm-up and ``-n`` timed
+iterations after a barrier; the time is the largest over ranks of the mean
+per iteration; algbw = size / time and busbw = algbw x the op's factor
+(GB/s, 1 GB = 1e9 B). With ``-c 1`` every measurement is followed by one
+checked call on fresh inputs and #wrong counts wrong elements over all
+ranks. ``native`` runs mpi4py's own MPI collective in the same harness; a
+"vs native" column gives each algorithm's busbw over native's.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+
+import numpy as np
+
+import pycoll
+from pycoll._dtypes import BY_NAME, Op, check_op, op_of
+from pycoll.algorithms import ALGORITHMS
+from pycoll.bench.ops import SPECS, Bench
+
+OPS = list(SPECS)
+UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from "8", "64K", "64M", "1G" (powers of 1024, as nccl-tests)."""
+    text = text.strip().upper().removesuffix("B")
+    unit = text[-1] if text and text[-1] in UNITS else ""
+    try:
+        value = int(text[:-1] if unit else text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 8, 64K, 64M or 1G") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"size {value} is negative")
+    return value * UNITS[unit]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pycoll.bench",
+        description="Bus bandwidth of pycoll's collectives, nccl-tests style. Run under "
+                    "mpiexec -n P. 'python -m pycoll.bench plot FILE.json -o busbw.png' draws "
+                    "a JSON file.")
+    parser.add_argument("op", choices=OPS + ["all"], help="the collective, or all of them")
+    parser.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("8"))
+    parser.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("64M"))
+    parser.add_argument("-f", "--stepfactor", type=int, default=2, help="size multiplier per step")
+    parser.add_argument("-n", "--iters", type=int, default=20, help="timed iterations")
+    parser.add_argument("-w", "--warmup_iters", type=int, default=5)
+    parser.add_argument("-c", "--check", type=int, choices=(0, 1), default=1,
+                        help="check every result (1) or not (0)")
+    parser.add_argument("-d", "--datatype", default="float32",
+                        help="dtype name(s), comma-separated, or all")
+    parser.add_argument("-o", "--op", dest="redop", default="sum",
+                        help="reduction op(s): sum, prod, max, min, avg, band, bor, bxor, "
+                             "comma-separated, or all")
+    parser.add_argument("-r", "--root", type=int, default=0)
+    parser.add_argument("-a", "--algorithm", default="auto",
+                        help="comma-separated: auto, native, all, or algorithm names")
+    parser.add_argument("--json", metavar="FILE", help="write the rows as JSON")
+    return parser
+
+
+def parse_args(argv) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.stepfactor < 2:
+        parser.error(f"-f {args.stepfactor}: the step factor must be at least 2")
+    if args.iters < 1 or args.warmup_iters < 0:
+        parser.error("-n must be at least 1 and -w at least 0")
+    if args.minbytes > args.maxbytes:
+        parser.error(f"-b {args.minbytes} is larger than -e {args.maxbytes}")
+    args.ops = OPS if args.op == "all" else [args.op]
+    names = list(BY_NAME) if args.datatype == "all" else args.datatype.split(",")
+    unknown = [n for n in names if n not in BY_NAME]
+    if unknown:
+        parser.error(f"-d: unknown dtype {', '.join(unknown)}; expected all or {', '.join(BY_NAME)}")
+    args.dtypes = [BY_NAME[n] for n in names]
+    try:
+        args.redops = list(Op) if args.redop == "all" else [op_of(o) for o in args.redop.split(",")]
+    except (TypeError, ValueError) as exc:
+        parser.error(f"-o: {exc}")
+    if any(SPECS[op].reduces for op in args.ops):
+        pairs = [(o, d) for o in args.redops for d in args.dtypes if _defined(o, d)]
+        if not pairs:
+            parser.error(f"-o {args.redop} is not defined for "
+                         f"{', '.join(d.name for d in args.dtypes)}")
+    algorithms = args.algorithm.split(",")
+    for op in args.ops:
+        known = set(ALGORITHMS[op]) | {"auto", "native", "all"}
+        bad = [a for a in algorithms if a not in known]
+        if bad:
+            parser.error(f"-a: {op} has no algorithm {', '.join(bad)}; expected auto, native, all "
+                         f"or {', '.join(ALGORITHMS[op])}")
+    args.algorithms = algorithms
+    return args
+
+
+def _defined(op: Op, dtype) -> bool:
+    try:
+        check_op(op, dtype)
+    except TypeError:
+        return False
+    return True
+
+
+def algorithms_for(op: str, requested: list) -> list:
+    """native first (the other rows are compared with it), then the rest."""
+    names = []
+    for a in requested:
+        names += ["native", "auto", *ALGORITHMS[op]] if a == "all" else [a]
+    names = list(dict.fromkeys(names))
+    return sorted(names, key=lambda a: a != "native")
+
+
+def sizes(lo: int, hi: int, factor: int) -> list:
+    out, size = [], max(lo, 1) if lo else 0
+    if lo == 0:
+        out.append(0)
+        size = 1
+    while size <= hi:
+        out.append(size)
+        size *= factor
+    return out
+
+
+def memory_available() -> int:
+    """Bytes this machine can still give (MemAvailable), or 0 if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def bytes_needed(args, p: int) -> int:
+    """A generous estimate of what the largest size needs on this machine:
+    send, receive and expected buffers plus pycoll's scratch, on p ranks."""
+    worst = 0
+    for op in args.ops:
+        spec = SPECS[op]
+        for dtype in args.dtypes:
+            count = spec.blocks(args.maxbytes, dtype.itemsize, p)
+            send, recv = spec.elements(count, p)
+            nbytes = (send + recv) * dtype.itemsize
+            worst = max(worst, 2 * nbytes + 2 * max(send, recv) * dtype.itemsize)
+    return worst * p
+
+
+class Table:
+    """nccl-tests' table, printed by rank 0 row by row.
+
+    A row is the case (size, count, type, redop, root, algorithm) and two
+    column groups, out-of-place and in-place: time, algbw, busbw, #wrong and
+    the ratio of busbw to native's.
+    """
+
+    CASE = [("size", "(B)", 12), ("count", "(elements)", 11), ("type", "", 9), ("redop", "", 6),
+            ("root", "", 5), ("algorithm", "", 19)]
+    GROUP = [("time", "(us)", 10), ("algbw", "(GB/s)", 7), ("busbw", "(GB/s)", 7),
+             ("#wrong", "", 7), ("vs native", "", 10)]
+
+    def __init__(self, rank: int):
+        self.rank = rank
+        self.case_width = sum(w for _, _, w in self.CASE) + 1
+        self.group_width = sum(w for _, _, w in self.GROUP) + 2
+
+    def print(self, text: str = "") -> None:
+        if self.rank == 0:
+            print(text, flush=True)
+
+    def header(self, title: str) -> None:
+        self.print(f"#\n# {title}")
+        self.print("#" + " " * (self.case_width - 1) + "out-of-place".center(self.group_width)
+                   + "in-place".center(self.group_width))
+        for line in (0, 1):
+            text = "".join(f"{col[line]:>{w}}" for *col, w in self.CASE)
+            group = "".join(f"{col[line]:>{w}}" for *col, w in self.GROUP)
+            self.print("#" + text[1:] + " " + "  " + group + "  " + group)
+
+    def row(self, size, count, dtype, redop, root, algorithm, cells) -> None:
+        values = (size, count, dtype, redop, root, algorithm)
+        text = "".join(f"{v:>{w}}" for v, (_, _, w) in zip(values, self.CASE))
+        self.print(text + " " + "".join("  " + c for c in cells))
+
+
+def cell(measured, native=None) -> str:
+    """One column group: time, algbw, busbw, #wrong, vs native."""
+    widths = [w for _, _, w in Table.GROUP]
+    if measured is None:
+        return f"{'n/a':>{widths[0]}}" + " " * sum(widths[1:])
+    t, algbw, busbw, wrong = measured
+    ratio = f"{busbw / native[2]:.2f}" if native and native[2] > 0 else "-"
+    return (f"{t * 1e6:>{widths[0]}.2f}{algbw:>{widths[1]}.2f}{busbw:>{widths[2]}.2f}"
+            f"{wrong:>{widths[3]}d}{ratio:>{widths[4]}}")
+
+
+def run(args) -> int:
+    from mpi4py import MPI
+
+    comm = pycoll.Communicator()
+    native = MPI.COMM_WORLD.Dup()          # native collectives and the harness's own sync
+    p, rank = comm.size, comm.rank
+    table = Table(rank)
+    if not 0 <= args.root < p:
+        if rank == 0:
+            print(f"python -m pycoll.bench: error: -r {args.root} is out of range for {p} ranks",
+                  file=sys.stderr)
+        return 2
+    needed, available = bytes_needed(args, p), memory_available() if rank == 0 else 0
+    available = native.bcast(available, root=0)
+    if available and needed > available:
+        if rank == 0:
+            print(f"python -m pycoll.bench: error: -e {args.maxbytes} needs about {needed} bytes "
+                  f"on {p} ranks, more than the {available} bytes available", file=sys.stderr)
+        return 2
+
+    library = " ".join(MPI.Get_library_version().strip().splitlines()[0].split())
+    meta = {"mpi": library, "p": p, "pycoll": pycoll.__version__,
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "mpi4py": __import__("mpi4py").__version__, "iters": args.iters,
+            "warmup": args.warmup_iters, "command": "python -m pycoll.bench " + " ".join(sys.argv[1:])}
+    table.print(f"# pycoll {pycoll.__version__} benchmark on {p} ranks, {library}, "
+                f"mpi4py {meta['mpi4py']}")
+    table.print(f"# dtype {','.join(d.name for d in args.dtypes)}  iters {args.iters}  warmup "
+                f"{args.warmup_iters}  check {args.check}  {meta['date']}")
+    rows, busbws, rounded = [], [], False
+    for op in args.ops:
+        spec = SPECS[op]
+        algorithms = algorithms_for(op, args.algorithms)
+        for dtype in args.dtypes:
+            redops = args.redops if spec.reduces else [None]
+            for redop in redops:
+                if redop is not None:
+                    try:
+                        check_op(redop, dtype)
+                    except TypeError as exc:
+                        table.print(f"#\n# {op} {dtype.name}: skipped, {exc}")
+                        continue
+                root = args.root if spec.rooted else -1
+                redop_name = redop.value if redop is not None else "none"
+                table.header(f"{op}  {dtype.name}  {redop_name}  root {root}  "
+                             f"busbw factor {spec.factor(p):.3f}")
+                for size in sizes(args.minbytes, args.maxbytes, args.stepfactor):
+                    count = spec.blocks(size, dtype.itemsize, p)
+                    actual = spec.size(count, dtype.itemsize, p)
+                    rounded |= actual != size
+                    bench = Bench(spec, dtype.numpy, count, p, rank, max(root, 0),
+                                  redop or Op.SUM)
+                    expected = spec.expected(bench) if args.check else None
+                    measured_native = {}
+                    for algorithm in algorithms:
+                        cells = []
+                        for inplace in (False, True):
+                            if inplace and not spec.has_inplace:
+                                cells.append(cell(None))
+                                continue
+                            m = measure(spec, bench, algorithm, inplace, comm, native, MPI, args,
+                                        expected, actual)
+                            if algorithm == "native":
+                                measured_native[inplace] = m
+                            cells.append(cell(m, measured_native.get(inplace)))
+                            if m is not None:
+                                t, algbw, busbw, wrong = m
+                                busbws.append(busbw)
+                                rows.append({"op": op, "algorithm": algorithm, "dtype": dtype.name,
+                                             "redop": redop_name, "root": root, "size": actual,
+                                             "count": count, "inplace": inplace,
+                                             "time_us": t * 1e6, "algbw": algbw, "busbw": busbw,
+                                             "wrong": wrong})
+                        table.row(actual, count, dtype.name, redop_name, root, algorithm, cells)
+    wrong = sum(r["wrong"] for r in rows)
+    if rounded:
+        table.print("# Sizes that do not divide into whole elements (and, for ops that cut the "
+                    "data into p blocks, into p blocks) were rounded down, as nccl-tests does.")
+    table.print(f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}")
+    average = sum(busbws) / len(busbws) if busbws else 0.0
+    table.print(f"# Avg bus bandwidth    : {average:.4f}")
+    table.print("#")
+    if args.json and rank == 0:
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    native.Free()
+    comm.free()
+    return 0 if wrong == 0 else 1
+
+
+def measure(spec, bench, algorithm, inplace, comm, native, MPI, args, expected, size):
+    """(time s, algbw, busbw, #wrong) of one algorithm at one size, or None
+    where native MPI cannot run the case."""
+    if algorithm == "native":
+        if not spec.native_supported(bench.dtype, bench.redop):
+            return None
+        call = lambda: spec.native(bench, native, MPI, inplace)            # noqa: E731
+    else:
+        call = lambda: spec.run(bench, comm, algorithm, inplace)          # noqa: E731
+    bench.fill()
+    for _ in range(args.warmup_iters):
+        call()
+    native.Barrier()
+    start = time.perf_counter()
+    for _ in range(args.iters):
+        call()
+    elapsed = (time.perf_counter() - start) / args.iters
+    elapsed = native.allreduce(elapsed, op=MPI.MAX)
+    wrong = 0
+    if args.check:
+        bench.fill()
+        call()
+        got = spec.result(bench, inplace)
+        if got is not None:
+            wrong = int(np.count_nonzero(got != expected))
+        wrong = native.allreduce(wrong, op=MPI.SUM)
+    algbw = size / elapsed / 1e9 if elapsed > 0 else 0.0
+    return elapsed, algbw, algbw * spec.factor(bench.p), wrong
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["plot"]:
+        from pycoll.bench.plot import main as plot_main
+        return plot_main(argv[1:])
+    return run(parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""The benchmark CLI at tiny sizes under mpiexec: the table's format, the
+JSON schema and correctness (#wrong = 0 everywhere). Never timings."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mpirun import launch
+
+pytestmark = pytest.mark.mpi
+
+ROW_FIELDS = 6 + 2 * 5          # case columns + two groups of 5
+JSON_KEYS = {"op", "algorithm", "dtype", "redop", "root", "size", "count", "inplace",
+             "time_us", "algbw", "busbw", "wrong"}
+FACTORS = {"allreduce": lambda p: 2 * (p - 1) / p, "broadcast": lambda p: 1.0,
+           "reduce": lambda p: 1.0}
+
+
+def data_rows(text):
+    """The table's data rows, split into fields ("n/a" groups padded)."""
+    rows = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        fields = line.split()
+        if "n/a" in fields:
+            i = fields.index("n/a")
+            fields[i:i + 1] = ["n/a"] * 5
+            if "n/a" in fields[i + 5:]:
+                j = fields.index("n/a", i + 5)
+                fields[j:j + 1] = ["n/a"] * 5
+        rows.append(fields)
+    return rows
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_cli_sweep_every_op_and_algorithm(tmp_path, p):
+    out = tmp_path / "run.json"
+    proc = launch(p, ["-m", "pycoll.bench", "all", "-b", "8", "-e", "4K", "-f", "8", "-n", "2",
+                      "-w", "1", "-a", "all", "-d", "float32,bfloat16,int32", "-o", "sum,max",
+                      "-r", str(p - 1), "--json", out], timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    text = proc.stdout
+    assert f"benchmark on {p} ranks" in text and "MPI" in text and "dtype float32,bfloat16,int32" in text
+    assert "# Out of bounds values : 0 OK" in text
+    assert "# Avg bus bandwidth    :" in text
+    rows = data_rows(text)
+    assert rows and all(len(r) == ROW_FIELDS for r in rows), [r for r in rows if len(r) != ROW_FIELDS][:3]
+    for r in rows:
+        for wrong in (r[9], r[14]):
+            assert wrong in ("0", "n/a"), r
+    data = json.loads(out.read_text())
+    assert {"mpi", "p", "pycoll", "date"} <= set(data["meta"]) and data["meta"]["p"] == p
+    assert data["rows"] and all(set(row) == JSON_KEYS for row in data["rows"])
+    assert all(row["wrong"] == 0 for row in data["rows"])
+    seen = {(row["op"], row["algorithm"]) for row in data["rows"]}
+    from pycoll.algorithms import ALGORITHMS
+    for op in ("allreduce", "broadcast", "reduce", "gather", "scatter", "allgather",
+               "reduce_scatter", "alltoall"):
+        for algorithm in ("auto", "native", *ALGORITHMS[op]):
+            assert (op, algorithm) in seen, (op, algorithm)
+    for row in data["rows"]:
+        if row["time_us"] > 0:
+            assert row["algbw"] == pytest.approx(row["size"] / row["time_us"] / 1e3)
+        if row["op"] in FACTORS:
+            assert row["busbw"] == pytest.approx(row["algbw"] * FACTORS[row["op"]](p))
+        if row["op"] in ("gather", "scatter", "allgather", "reduce_scatter", "alltoall"):
+            assert row["size"] % p == 0            # rounded to p blocks
+        assert row["root"] == (p - 1 if row["op"] in ("broadcast", "reduce", "gather", "scatter") else -1)
+    # native reduces neither bfloat16 nor AVG: those rows are n/a, not rows
+    assert not any(r["algorithm"] == "native" and r["dtype"] == "bfloat16"
+                   and r["op"] in ("allreduce", "reduce", "reduce_scatter") for r in data["rows"])
+    if p == 2:
+        png = tmp_path / "busbw.png"
+        pytest.importorskip("matplotlib")
+        plot = subprocess.run([sys.executable, "-m", "pycoll.bench", "plot", str(out), "-o", str(png)],
+                              capture_output=True, text=True, timeout=120)
+        assert plot.returncode == 0, plot.stderr
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["allreduce", "-d", "float128"], "unknown dtype float128"),
+    (["allreduce", "-o", "band"], "-o band is not defined for float32"),
+    (["allreduce", "-o", "mean"], "unknown op 'mean'"),
+    (["allreduce", "-a", "bruck"], "allreduce has no algorithm bruck"),
+    (["broadcast", "-b", "1Q"], "'1Q' is not a size"),
+    (["allgather", "-f", "1"], "step factor must be at least 2"),
+    (["allgather", "-b", "1M", "-e", "1K"], "is larger than -e"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+])
+def test_bad_flags_are_argparse_errors(argv, message):
+    proc = subprocess.run([sys.executable, "-m", "pycoll.bench", *argv], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_too_large_a_size_is_refused_up_front():
+    proc = launch(2, ["-m", "pycoll.bench", "allreduce", "-b", "256G", "-e", "256G"], timeout=60)
+    assert proc.returncode == 2
+    assert "-e 274877906944 needs about" in proc.stderr and "bytes available" in proc.stderr
