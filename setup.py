@@ -36,9 +36,15 @@ def kernel(name, c_sources=()):
     )
 
 
+MPICALL = Extension(
+    # C calls into the MPI library mpi4py loads at run time (no mpi.h here).
+    "pycoll._mpicall", [os.path.join("pycoll", "_mpicall.pyx")], include_dirs=[SRC],
+    extra_compile_args=COMPILE_ARGS,
+)
+
 setup(
     ext_modules=cythonize(
-        [kernel("reduce", ["loops.c", "half.c"]), kernel("copy", ["stream.c"])],
+        [kernel("reduce", ["loops.c", "half.c"]), kernel("copy", ["stream.c"]), MPICALL],
         compiler_directives={"language_level": 3},
     ),
 )

@@ -17,9 +17,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from pycoll._mpi import mpi
+from pycoll._mpi import c_transport, mpi
 
 DEFAULT_SEGMENT_BYTES = 1 << 18
+MAX_SEGMENT_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -27,12 +28,17 @@ class Settings:
     """``PYCOLL_*`` settings, read on rank 0 and agreed at creation.
 
     segment_bytes   PYCOLL_SEGMENT_BYTES: the size of one message of a
-                    segmented transfer (tests make it tiny)
+                    segmented transfer (tests make it tiny), at most 1 GiB,
+                    so that no message's count reaches 2^31
     algorithms      PYCOLL_ALGORITHM_<COLLECTIVE>=name: overrides "auto"
+    transport       PYCOLL_TRANSPORT: "c" (single messages through C calls
+                    into the MPI library, pycoll/_mpicall.pyx, where they
+                    pass their checks) or "mpi4py" (every call through mpi4py)
     """
 
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     algorithms: dict = field(default_factory=dict)
+    transport: str = "c"
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "Settings":
@@ -41,12 +47,16 @@ class Settings:
             segment = int(segment) if segment else DEFAULT_SEGMENT_BYTES
         except ValueError:
             raise ValueError(f"PYCOLL_SEGMENT_BYTES={segment!r} is not an integer") from None
-        if segment < 1:
-            raise ValueError(f"PYCOLL_SEGMENT_BYTES={segment} must be at least 1")
+        if not 1 <= segment <= MAX_SEGMENT_BYTES:
+            raise ValueError(f"PYCOLL_SEGMENT_BYTES={segment} must be between 1 and "
+                             f"{MAX_SEGMENT_BYTES}")
         prefix = "PYCOLL_ALGORITHM_"
         algorithms = {key[len(prefix):].lower(): value.strip().lower()
                       for key, value in environ.items() if key.startswith(prefix) and value.strip()}
-        return cls(segment, algorithms)
+        transport = environ.get("PYCOLL_TRANSPORT", "c").strip().lower() or "c"
+        if transport not in ("c", "mpi4py"):
+            raise ValueError(f"PYCOLL_TRANSPORT={transport!r}: expected 'c' or 'mpi4py'")
+        return cls(segment, algorithms, transport)
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
@@ -81,7 +91,21 @@ class CommBase:
         self._tag = 0
         self._tag_ub: int = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)
         self._scratch: dict[str, np.ndarray] = {}
+        self._views: dict[tuple, np.ndarray] = {}
+        self._plans: dict = {}              # call signature -> api.Plan
         self.settings = Settings()
+        self.transport = None               # a pycoll._mpicall.Transport, or None
+        self.transport_info = "mpi4py"
+
+    def _use_settings(self, settings: Settings) -> None:
+        """Adopt the agreed settings, and the C transport if they allow it."""
+        self.settings = settings
+        self._plans.clear()
+        if settings.transport == "c":
+            self.transport, reason = c_transport(self._comm)
+            self.transport_info = reason if self.transport is not None else f"mpi4py ({reason})"
+        else:
+            self.transport, self.transport_info = None, "mpi4py (PYCOLL_TRANSPORT=mpi4py)"
 
     # -- lifetime -------------------------------------------------------
 
@@ -95,7 +119,10 @@ class CommBase:
         if self._comm is not None:
             self._comm.Free()
             self._comm = None
+            self.transport = None
             self._scratch.clear()
+            self._views.clear()
+            self._plans.clear()
 
     @property
     def freed(self) -> bool:
@@ -133,11 +160,18 @@ class CommBase:
         The same slot is never used by two live transfers of one call; its
         contents do not survive the call.
         """
+        view = self._views.get((slot, nbytes))
+        if view is not None:
+            return view
         buf = self._scratch.get(slot)
         if buf is None or buf.size < nbytes:
             buf = np.empty(max(nbytes, 64), np.uint8)
             self._scratch[slot] = buf
-        return buf[:nbytes]
+            self._views = {k: v for k, v in self._views.items() if k[0] != slot}
+        if len(self._views) > 256:
+            self._views.clear()
+        view = self._views[(slot, nbytes)] = buf[:nbytes]
+        return view
 
     def __repr__(self) -> str:
         state = "freed" if self._comm is None else f"rank {self.rank} of {self.size}"

@@ -40,6 +40,10 @@ class Op(enum.Enum):
     def __repr__(self) -> str:
         return f"pycoll.{self.name}"
 
+    # Members are singletons: hash by identity, in C (Enum's __hash__ is
+    # Python code, and every call hashes its op into the plan key).
+    __hash__ = object.__hash__
+
 
 @dataclass(frozen=True)
 class DType:

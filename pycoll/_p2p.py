@@ -22,6 +22,8 @@ order] in _kernels/src/kernels.h), never on timing or addresses.
 """
 from __future__ import annotations
 
+import functools
+
 from pycoll._kernels.reduce import reduce as _reduce
 from pycoll._mpi import mpi
 
@@ -29,17 +31,24 @@ from pycoll._mpi import mpi
 class Channel:
     """Point-to-point steps of one collective call on one rank."""
 
-    __slots__ = ("comm", "tag", "segment", "op", "dtype", "_mpi", "_byte", "_base")
+    __slots__ = ("comm", "tag", "segment", "op", "dtype", "reduce", "scratch", "_mpi", "_byte",
+                 "_c")
 
     def __init__(self, base, tag: int, op: int = -1, dtype: int = -1):
-        self._base = base                   # the CommBase: scratch buffers
         self.comm = base._live()
         self.tag = tag
         self.segment = base.settings.segment_bytes
-        self.op = op                        # kernel codes for recv_reduce*
+        self.op = op                        # kernel codes of the call's reduction
         self.dtype = dtype
+        # reduce(out, a, b): out = a op b with the call's kernel.
+        self.reduce = functools.partial(_reduce, op, dtype)
+        # scratch(slot, nbytes): the communicator's reusable buffers.
+        self.scratch = base.scratch
         self._mpi = mpi()
         self._byte = self._mpi.BYTE
+        # Single messages go through C calls when the communicator has them
+        # (pycoll/_mpicall.pyx); segmented transfers always through mpi4py.
+        self._c = base.transport
 
     # -- building blocks ------------------------------------------------
 
@@ -47,13 +56,6 @@ class Channel:
         """(lo, hi) byte ranges of one transfer of *nbytes*."""
         step = self.segment
         return [(lo, min(lo + step, nbytes)) for lo in range(0, nbytes, step)]
-
-    def scratch(self, slot: str, nbytes: int):
-        return self._base.scratch(slot, nbytes)
-
-    def reduce(self, out, a, b) -> None:
-        """out = a op b with the call's kernel."""
-        _reduce(self.op, self.dtype, out, a, b)
 
     def isend(self, buf, dest: int) -> list:
         """Start sending *buf* (segmented); returns the requests."""
@@ -71,18 +73,48 @@ class Channel:
 
     # -- the vocabulary -------------------------------------------------
 
+    # A transfer that fits in one segment is one blocking MPI call: at small
+    # sizes the Python around the call is most of the cost.
+
     def send(self, buf, dest: int) -> None:
-        self.wait(self.isend(buf, dest))
+        n = len(buf)
+        if 0 < n <= self.segment:
+            if self._c is not None:
+                self._c.send(buf, dest, self.tag)
+            else:
+                self.comm.Send([buf, self._byte], dest, self.tag)
+        else:
+            self.wait(self.isend(buf, dest))
 
     def recv(self, buf, source: int) -> None:
-        self.wait(self.irecv(buf, source))
+        n = len(buf)
+        if 0 < n <= self.segment:
+            if self._c is not None:
+                self._c.recv(buf, source, self.tag)
+            else:
+                self.comm.Recv([buf, self._byte], source, self.tag)
+        else:
+            self.wait(self.irecv(buf, source))
 
     def sendrecv(self, sendbuf, dest: int, recvbuf, source: int) -> None:
         """Send to *dest* while receiving from *source* (either may be None)."""
-        reqs = [] if recvbuf is None else self.irecv(recvbuf, source)
-        if sendbuf is not None:
+        ns = 0 if sendbuf is None else len(sendbuf)
+        nr = 0 if recvbuf is None else len(recvbuf)
+        if 0 < ns <= self.segment and 0 < nr <= self.segment:
+            self._sendrecv1(sendbuf, dest, recvbuf, source)
+            return
+        reqs = self.irecv(recvbuf, source) if nr else []
+        if ns:
             reqs += self.isend(sendbuf, dest)
         self.wait(reqs)
+
+    def _sendrecv1(self, sendbuf, dest: int, recvbuf, source: int) -> None:
+        """One message each way (both fit in a segment)."""
+        if self._c is not None:
+            self._c.sendrecv(sendbuf, dest, recvbuf, source, self.tag)
+        else:
+            byte, tag = self._byte, self.tag
+            self.comm.Sendrecv([sendbuf, byte], dest, tag, [recvbuf, byte], source, tag)
 
     def sync(self, dest: int, source: int) -> None:
         """A zero-byte message to *dest* and one from *source* (barriers)."""
@@ -105,10 +137,19 @@ class Channel:
         and, if *dest* is not None, send that reduced segment on to *dest*
         (a chain: the reduction of segment k overlaps the transfer of k+1)."""
         out = acc if out is None else out
-        segs = self.segments(len(acc))
-        if not segs:
+        n = len(acc)
+        if n == 0:
             return
         step = self.segment
+        if n <= step and dest is None:
+            received = keep if keep is not None else self.scratch("recv", n)
+            self.recv(received, source)
+            if received_left:
+                self.reduce(out, received, acc)
+            else:
+                self.reduce(out, acc, received)
+            return
+        segs = self.segments(n)
         if keep is None:
             pair = self.scratch("recv", 2 * step)
             slots = (pair[:step], pair[step:])
@@ -140,7 +181,17 @@ class Channel:
     def sendrecv_reduce(self, sendbuf, dest: int, acc, source: int, received_left: bool,
                         out=None) -> None:
         """Send *sendbuf* to *dest* while receiving from *source* and reducing
-        into *out* (default *acc*): one step of a ring reduce-scatter."""
+        with *acc* into *out* (default *acc*): one step of a ring reduce-scatter."""
+        n = len(acc)
+        if 0 < n <= self.segment and 0 < len(sendbuf) <= self.segment:
+            received = self.scratch("recv", n)
+            self._sendrecv1(sendbuf, dest, received, source)
+            out = acc if out is None else out
+            if received_left:
+                self.reduce(out, received, acc)
+            else:
+                self.reduce(out, acc, received)
+            return
         sends = self.isend(sendbuf, dest)
         self.recv_reduce(acc, source, received_left, out=out)
         self.wait(sends)

@@ -1,10 +1,13 @@
 """pycoll's public collectives: one entry path for all of them.
 
-Every call runs the same path (``_execute``): normalise the arguments at the
-edge (``_message``), check them before any message is sent, describe the
-call in a frozen ``CollArgs``, select the algorithm (``tuning``), run it on
-a ``Channel`` with a fresh tag, and finish (AVG's division, the float32
+Every call runs the same path: normalise the arguments at the edge
+(``_message``); look up the ``Plan`` of the call's signature, which on first
+use checks the arguments (before any message is sent), describes the call in
+a frozen ``CollArgs`` and selects the algorithm (``tuning``); run it on the
+plan's ``Channel`` with a fresh tag; finish (AVG's division, the float32
 accumulator's rounding, the write-back into a non-contiguous ``out``).
+A repeated call with the same dtype, shape and arguments skips straight to
+binding its buffers: at 8 bytes the Python around MPI is most of the time.
 
 Conventions shared by every collective (DESIGN.md, "Public API"):
 
@@ -19,6 +22,7 @@ Conventions shared by every collective (DESIGN.md, "Public API"):
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import operator
@@ -27,10 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pycoll import _message, tuning
+from pycoll import _message, _mpicall, tuning
 from pycoll._comm import CommBase, Settings
 from pycoll._dtypes import BY_NAME, FLOAT32, DType, Op, check_op, dtype_of, op_of
-from pycoll._kernels.copy import block
+from pycoll._kernels.copy import block, unpack
 from pycoll._kernels.reduce import convert, scale
 from pycoll._p2p import Channel
 from pycoll.algorithms import ALGORITHMS, REGISTRY, Task
@@ -64,10 +68,13 @@ class Communicator(CommBase):
 
     def __init__(self, comm=None):
         super().__init__(comm)
-        self.settings = _agree_settings(self)
+        self._use_settings(_agree_settings(self))
 
     def allreduce(self, x, op=SUM, algorithm="auto", out=None, accumulate=None):
-        return allreduce(x, op, self, algorithm, out, accumulate)
+        result = _mpicall.allreduce(self, x, op, algorithm, out, accumulate)
+        if result is None:
+            result = _allreduce(self, x, op, algorithm, out, accumulate)
+        return result
 
     def broadcast(self, x, root=0, algorithm="auto"):
         return broadcast(x, root, self, algorithm)
@@ -123,6 +130,8 @@ _lock = threading.Lock()
 def _comm_of(comm) -> Communicator:
     """The Communicator of a ``comm=`` argument (see the module docstring)."""
     global _default
+    if comm is None and _default is not None and not _default.freed:
+        return _default
     if isinstance(comm, Communicator):
         comm._live()
         return comm
@@ -145,39 +154,130 @@ def _comm_of(comm) -> Communicator:
 
 @dataclass(frozen=True, slots=True)
 class CollArgs:
-    """One collective call after normalisation: all that the run needs.
+    """One call signature after its arguments are checked: all that the
+    calls sharing it have in common.
 
     n is the size the selection sees (as in the algorithms' cost terms: the
     vector for allreduce/broadcast/reduce/scan, one block for the others);
-    dtype is the element type on the wire (float32 under accumulate).
+    dtype is the element type on the wire (float32 under accumulate), result
+    the caller's; shape is this rank's result shape.
     """
 
     collective: str
-    comm: Communicator
-    algorithm: str
+    algorithm: str                  # as asked: a name or "auto"
     n: int
     dtype: DType
+    result: DType | None = None
     op: Op | None = None
     root: int = 0
-    data: object = None
-    send: object = None
-    out: object = None
     counts: tuple = ()
     exclusive: bool = False
+    shape: tuple = ()
 
 
-def _execute(args: CollArgs) -> str:
-    """Select and run the algorithm; returns its name."""
-    comm = args.comm
-    name = args.algorithm
-    if name == "auto":
-        name = tuning.select(args.collective, args.n, comm.size, comm.settings)
-    op = args.op.kernel if args.op is not None else -1
-    channel = Channel(comm, comm.next_tag(), op, args.dtype.code)
-    task = Task(channel, comm.rank, comm.size, args.root, args.dtype.itemsize,
-                args.data, args.send, args.out, args.counts, args.exclusive)
-    REGISTRY[args.collective][name].run(task)
-    return name
+class Plan:
+    """A CollArgs on a communicator: the algorithm selected for it, and a
+    Channel and a Task that every call with the signature reuses. Made once
+    per signature (``_plan``), so a repeated call pays only for binding its
+    buffers and taking a tag."""
+
+    __slots__ = ("args", "comm", "algorithm", "module", "channel", "task", "lane")
+
+    def __init__(self, comm: "Communicator", args: CollArgs):
+        self.args, self.comm = args, comm
+        self.algorithm = args.algorithm
+        if self.algorithm == "auto":
+            self.algorithm = tuning.select(args.collective, args.n, comm.size, comm.settings)
+        self.module = REGISTRY[args.collective][self.algorithm]
+        op = args.op.kernel if args.op is not None else -1
+        self.channel = Channel(comm, 0, op, args.dtype.code)
+        self.task = Task(self.channel, comm.rank, comm.size, args.root, args.dtype.itemsize,
+                         counts=args.counts, exclusive=args.exclusive)
+        self.lane = _lane(comm, args, self.module)
+
+    def run(self, send=None, data=None, out=None) -> None:
+        """One call: bind the byte views, take the next tag, run."""
+        t = self.task
+        t.send, t.data, t.out = send, data, out
+        self.channel.tag = self.comm.next_tag()
+        try:
+            self.module.run(t)
+        finally:
+            t.send = t.data = t.out = None          # hold no caller memory
+
+
+PLAN_CACHE = 256
+
+
+def _lane(comm, args: CollArgs, module):
+    """The C lane of an allreduce plan (pycoll/_mpicall.pyx), when the vector
+    is one message of an algorithm written as a schedule; else None."""
+    if (args.collective != "allreduce" or comm.transport is None or args.dtype is not args.result
+            or not 0 < args.n <= comm.settings.segment_bytes or not hasattr(module, "schedule")):
+        return None
+    return _mpicall.Lane(comm, comm.transport, module.schedule(comm.size, comm.rank),
+                         args.op.kernel, args.dtype.code, args.shape, args.dtype.numpy, args.n,
+                         comm.size if args.op is Op.AVG else 0)
+
+
+def _plan(c: "Communicator", key: tuple, build) -> Plan:
+    """The Plan of call signature *key*, made by ``build()`` on first use.
+    build() checks the arguments and raises before any message is sent."""
+    try:
+        return c._plans[key]
+    except KeyError:
+        pass
+    except TypeError:                   # an unhashable argument: build() names it
+        return Plan(c, build())
+    plan = Plan(c, build())
+    if len(c._plans) >= PLAN_CACHE:
+        c._plans.clear()
+    c._plans[key] = plan
+    return plan
+
+
+def _hashable(sizes):
+    if sizes is None:
+        return None
+    try:
+        return tuple(sizes)
+    except TypeError:
+        return sizes
+
+
+def _array(x, name="x") -> np.ndarray:
+    return x if type(x) is np.ndarray else _message.as_array(x, name)
+
+
+def _contiguous(x: np.ndarray) -> np.ndarray:
+    flags = x.flags
+    return x if flags.c_contiguous and flags.aligned else _message._packed_copy(x)
+
+
+def _bytes(a: np.ndarray) -> np.ndarray:
+    """A flat uint8 view of a C-contiguous array (any dtype, 0-d included)."""
+    return a.view(np.uint8) if a.ndim == 1 else a.reshape(-1).view(np.uint8)
+
+
+def _result(out, shape: tuple, dtype: DType) -> tuple:
+    """(array, its byte view, write-back target or None) for a result:
+    a new array, or the caller's out (checked; a copy if it is not
+    C-contiguous, written back by _done)."""
+    if out is None:
+        array = np.empty(shape, dtype.numpy)
+        return array, _bytes(array), None
+    if type(out) is np.ndarray and out.dtype == dtype.numpy and out.shape == shape:
+        flags = out.flags                   # a new object on every access: read it once
+        if flags.writeable and flags.c_contiguous and flags.aligned:
+            return out, _bytes(out), None
+    msg = _message.output(out, shape, dtype)
+    return msg.array, msg.data, msg.writeback
+
+
+def _done(result, data, writeback, out):
+    if writeback is not None:
+        unpack(data, [writeback])
+    return result if out is None else out
 
 
 def _check_algorithm(collective: str, algorithm) -> str:
@@ -211,35 +311,49 @@ def _work_dtype(dtype: DType, accumulate) -> DType:
     return FLOAT32
 
 
-def _reduction(x, op, accumulate):
-    """Message, Op and work dtype of a reduction's input, checked."""
+def _reduction_args(collective: str, c, x: np.ndarray, op, algorithm, accumulate, **more):
+    """Check a reduction's arguments; its CollArgs (n: the whole vector)."""
     op = op_of(op)
-    msg = _message.message(x)
-    check_op(op, msg.dtype)
-    return msg, op, _work_dtype(msg.dtype, accumulate)
+    dtype = dtype_of(x.dtype, "x")
+    check_op(op, dtype)
+    work = _work_dtype(dtype, accumulate)
+    algorithm = _check_algorithm(collective, algorithm)
+    return CollArgs(collective, algorithm, x.size * work.itemsize, work, dtype, op,
+                    shape=x.shape, **more)
 
 
-def _load(msg, work: DType, into, same: bool = False):
-    """*into* (a byte view) = msg's data in the work dtype; *same* says
-    *into* already is msg's memory (out=x: nothing to copy)."""
-    if work is not msg.dtype:
-        convert(msg.dtype.code, work.code, into, msg.data)
-    elif not same:
-        into[:] = msg.data
-    return into
+def _send_bytes(c, a: CollArgs, x: np.ndarray):
+    """This rank's input as the wire dtype: x's bytes, or x widened to
+    float32 in scratch under accumulate."""
+    flags = x.flags
+    if not (flags.c_contiguous and flags.aligned):
+        x = _message._packed_copy(x)
+    send = x.view(np.uint8) if x.ndim == 1 else x.reshape(-1).view(np.uint8)
+    if a.dtype is a.result:
+        return send
+    wide = c.scratch("input", x.size * a.dtype.itemsize)
+    convert(a.result.code, a.dtype.code, wide, send)
+    return wide
 
 
-def _finish(op: Op, buf, work: DType, result, contributions: int) -> None:
+def _in_place(send, data, result, x) -> tuple:
+    """(send, data) for a result that may be x itself (out=x) or share its
+    memory: then the algorithm works in place."""
+    if result is x:
+        return data, data
+    if np.may_share_memory(send, data):
+        data[:] = send
+        return data, data
+    return send, data
+
+
+def _finish(a: CollArgs, data, result_data, contributions: int) -> None:
     """AVG's division by the number of contributions, then rounding back
-    from the float32 accumulator."""
-    if op is Op.AVG:
-        scale(work.code, buf, buf, contributions)
-    if work is not result.dtype:
-        convert(work.code, result.dtype.code, result.data, buf)
-
-
-def _result(out, shape, dtype: DType, name="out"):
-    return _message.new(shape, dtype) if out is None else _message.output(out, shape, dtype, name)
+    from the float32 accumulator into the result."""
+    if a.op is Op.AVG:
+        scale(a.dtype.code, data, data, contributions)
+    if a.dtype is not a.result:
+        convert(a.dtype.code, a.result.code, result_data, data)
 
 
 def _rows(shape: tuple, what: str) -> tuple:
@@ -313,17 +427,27 @@ def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None)
         pycoll.allreduce(x)                    # both:   [3, 6]
         pycoll.allreduce(x, op=pycoll.MAX)     # both:   [2, 4]
     """
-    c = _comm_of(comm)
-    msg, op, work = _reduction(x, op, accumulate)
-    algorithm = _check_algorithm("allreduce", algorithm)
-    result = _result(out, msg.shape, msg.dtype)
-    if work is msg.dtype:
-        data = _load(msg, work, result.data, same=result.array is msg.array)
+    c = comm if type(comm) is Communicator else _comm_of(comm)
+    result = _mpicall.allreduce(c, x, op, algorithm, out, accumulate)
+    if result is None:
+        result = _allreduce(c, x, op, algorithm, out, accumulate)
+    return result
+
+
+def _allreduce(c, x, op, algorithm, out, accumulate):
+    x = _array(x)
+    plan = _plan(c, ("allreduce", x.dtype, x.shape, op, algorithm, accumulate),
+                 lambda: _reduction_args("allreduce", c, x, op, algorithm, accumulate))
+    a = plan.args
+    send = _send_bytes(c, a, x)
+    result, result_data, writeback = _result(out, a.shape, a.result)
+    if a.dtype is a.result:
+        send, data = _in_place(send, result_data, result, x)
     else:
-        data = _load(msg, work, c.scratch("input", msg.count * work.itemsize))
-    _execute(CollArgs("allreduce", c, algorithm, len(data), work, op, data=data))
-    _finish(op, data, work, result, c.size)
-    return result.finish()
+        data = c.scratch("output", a.n)
+    plan.run(send=send, data=data)
+    _finish(a, data, result_data, c.size)
+    return _done(result, result_data, writeback, out)
 
 
 def broadcast(x, root=0, comm=None, algorithm="auto"):
@@ -347,14 +471,14 @@ def broadcast(x, root=0, comm=None, algorithm="auto"):
     error on every rank. A rank whose own x does not match the root's (or is
     read-only) still takes part, then raises.
     """
-    c = _comm_of(comm)
+    c = comm if type(comm) is Communicator else _comm_of(comm)
     root = _check_root(root, c.size)
     algorithm = _check_algorithm("broadcast", algorithm)
     if c.rank == root:
         header, msg = _root_header(x)
         _broadcast_json(c, header, root)
         _raise_carried(header)
-        _execute(CollArgs("broadcast", c, algorithm, msg.nbytes, msg.dtype, root=root, data=msg.data))
+        _broadcast_plan(c, msg.dtype, msg.shape, root, algorithm).run(data=msg.data)
         return x
     header = _broadcast_json(c, None, root)
     _raise_carried(header)
@@ -368,11 +492,18 @@ def broadcast(x, root=0, comm=None, algorithm="auto"):
         except (TypeError, ValueError) as exc:
             problem = exc
             target = _message.new(shape, dtype)
-    _execute(CollArgs("broadcast", c, algorithm, target.nbytes, dtype, root=root, data=target.data))
+    _broadcast_plan(c, dtype, shape, root, algorithm).run(data=target.data)
     if problem is not None:
         raise problem
     result = target.finish()
     return result if x is None else x
+
+
+def _broadcast_plan(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> Plan:
+    nbytes = math.prod(shape) * dtype.itemsize
+    return _plan(c, ("broadcast", dtype.name, shape, root, algorithm),
+                 lambda: CollArgs("broadcast", algorithm, nbytes, dtype, dtype, root=root,
+                                  shape=shape))
 
 
 def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=None):
@@ -389,40 +520,49 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
         x = np.array([1, 2]) * (rank + 1)       # rank 0: [1, 2]   rank 1: [2, 4]
         pycoll.reduce(x, root=1)                # rank 0: None     rank 1: [3, 6]
     """
-    c = _comm_of(comm)
-    msg, op, work = _reduction(x, op, accumulate)
-    root = _check_root(root, c.size)
-    algorithm = _check_algorithm("reduce", algorithm)
-    nbytes = msg.count * work.itemsize
-    result = _result(out, msg.shape, msg.dtype) if c.rank == root else None
-    if result is not None and work is msg.dtype:
-        data = _load(msg, work, result.data, same=result.array is msg.array)
-    else:
-        data = _load(msg, work, c.scratch("input", nbytes))
-    _execute(CollArgs("reduce", c, algorithm, nbytes, work, op, root, data=data))
-    if result is None:
+    c = comm if type(comm) is Communicator else _comm_of(comm)
+    x = _array(x)
+    plan = _plan(c, ("reduce", x.dtype, x.shape, op, root, algorithm, accumulate),
+                 lambda: _reduction_args("reduce", c, x, op, algorithm, accumulate,
+                                         root=_check_root(root, c.size)))
+    a = plan.args
+    send = _send_bytes(c, a, x)
+    if c.rank != a.root:
+        plan.run(send=send, data=c.scratch("output", a.n))
         return None
-    _finish(op, data, work, result, c.size)
-    return result.finish()
+    result, result_data, writeback = _result(out, a.shape, a.result)
+    if a.dtype is a.result:
+        send, data = _in_place(send, result_data, result, x)
+    else:
+        data = c.scratch("output", a.n)
+    plan.run(send=send, data=data)
+    _finish(a, data, result_data, c.size)
+    return _done(result, result_data, writeback, out)
 
 
-def _gather_layout(msg, sizes, c: Communicator, name="x") -> tuple:
-    """(counts in bytes, result shape) of a gather along axis 0."""
-    shape = msg.shape or (1,)           # scalars gather into a vector
+def _gather_args(collective: str, c, x: np.ndarray, algorithm, sizes, **more) -> CollArgs:
+    """Check a gather's arguments: counts in bytes and the result shape
+    (a 0-d x counts as one row)."""
+    dtype = dtype_of(x.dtype, "x")
+    algorithm = _check_algorithm(collective, algorithm)
+    shape = x.shape or (1,)
     rows, row = shape[0], math.prod(shape[1:])
-    row_bytes = row * msg.dtype.itemsize
+    row_bytes = row * dtype.itemsize
     if sizes is None:
-        return (rows * row_bytes,) * c.size, (rows * c.size, *shape[1:])
-    try:
-        sizes = [operator.index(s) for s in sizes]
-    except TypeError:
-        raise ValueError(f"sizes must be a sequence of {c.size} ints, got {sizes!r}") from None
-    if len(sizes) != c.size or min(sizes) < 0:
-        raise ValueError(f"sizes must hold {c.size} non-negative ints, got {sizes}")
-    if sizes[c.rank] != rows:
-        raise ValueError(f"{name} has {rows} rows on rank {c.rank}, sizes[{c.rank}] is "
-                         f"{sizes[c.rank]}")
-    return tuple(s * row_bytes for s in sizes), (sum(sizes), *shape[1:])
+        counts, total = (rows * row_bytes,) * c.size, rows * c.size
+    else:
+        try:
+            sizes = [operator.index(s) for s in sizes]
+        except TypeError:
+            raise ValueError(f"sizes must be a sequence of {c.size} ints, got {sizes!r}") from None
+        if len(sizes) != c.size or min(sizes) < 0:
+            raise ValueError(f"sizes must hold {c.size} non-negative ints, got {sizes}")
+        if sizes[c.rank] != rows:
+            raise ValueError(f"x has {rows} rows on rank {c.rank}, sizes[{c.rank}] is "
+                             f"{sizes[c.rank]}")
+        counts, total = tuple(s * row_bytes for s in sizes), sum(sizes)
+    return CollArgs(collective, algorithm, max(counts), dtype, dtype, counts=counts,
+                    shape=(total, *shape[1:]), **more)
 
 
 def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None):
@@ -444,15 +584,19 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None):
         x = np.full(rank + 1, rank)                     # rank 0: [0]  rank 1: [1, 1]
         pycoll.gather(x, root=0, sizes=[1, 2])          # rank 0: [0, 1, 1]  rank 1: None
     """
-    c = _comm_of(comm)
-    msg = _message.message(x)
-    root = _check_root(root, c.size)
-    algorithm = _check_algorithm("gather", algorithm)
-    counts, shape = _gather_layout(msg, sizes, c)
-    result = _result(out, shape, msg.dtype) if c.rank == root else None
-    _execute(CollArgs("gather", c, algorithm, max(counts), msg.dtype, root=root, send=msg.data,
-                      out=None if result is None else result.data, counts=counts))
-    return None if result is None else result.finish()
+    c = comm if type(comm) is Communicator else _comm_of(comm)
+    x = _array(x)
+    plan = _plan(c, ("gather", x.dtype, x.shape, root, algorithm, _hashable(sizes)),
+                 lambda: _gather_args("gather", c, x, algorithm, sizes,
+                                      root=_check_root(root, c.size)))
+    a = plan.args
+    send = _bytes(_contiguous(x))
+    if c.rank != a.root:
+        plan.run(send=send)
+        return None
+    result, result_data, writeback = _result(out, a.shape, a.dtype)
+    plan.run(send=send, out=result_data)
+    return _done(result, result_data, writeback, out)
 
 
 def allgather(x, comm=None, algorithm="auto", sizes=None, out=None):
@@ -466,16 +610,17 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None):
         x = np.array([rank, rank])        # rank 0: [0, 0]    rank 1: [1, 1]
         pycoll.allgather(x)               # both:   [0, 0, 1, 1]
     """
-    c = _comm_of(comm)
-    msg = _message.message(x)
-    algorithm = _check_algorithm("allgather", algorithm)
-    counts, shape = _gather_layout(msg, sizes, c)
-    result = _result(out, shape, msg.dtype)
-    start = sum(counts[:c.rank])
-    result.data[start:start + counts[c.rank]] = msg.data
-    _execute(CollArgs("allgather", c, algorithm, max(counts), msg.dtype, send=msg.data,
-                      out=result.data, counts=counts))
-    return result.finish()
+    c = comm if type(comm) is Communicator else _comm_of(comm)
+    x = _array(x)
+    plan = _plan(c, ("allgather", x.dtype, x.shape, algorithm, _hashable(sizes)),
+                 lambda: _gather_args("allgather", c, x, algorithm, sizes))
+    a = plan.args
+    send = _bytes(_contiguous(x))
+    result, result_data, writeback = _result(out, a.shape, a.dtype)
+    start = sum(a.counts[:c.rank])
+    result_data[start:start + a.counts[c.rank]] = send
+    plan.run(send=send, out=result_data)
+    return _done(result, result_data, writeback, out)
 
 
 def _split_counts(shape: tuple, itemsize: int, parts: int) -> tuple:
@@ -501,7 +646,7 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None):
         x = np.arange(5) if rank == 0 else None   # rank 0: [0, 1, 2, 3, 4]
         pycoll.scatter(x, root=0)                 # rank 0: [0, 1, 2]  rank 1: [3, 4]
     """
-    c = _comm_of(comm)
+    c = comm if type(comm) is Communicator else _comm_of(comm)
     root = _check_root(root, c.size)
     algorithm = _check_algorithm("scatter", algorithm)
     header, msg = None, None
@@ -510,20 +655,27 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None):
     header = _broadcast_json(c, header, root)
     _raise_carried(header)
     dtype, shape = BY_NAME[header["dtype"]], tuple(header["shape"])
-    counts = _split_counts(shape, dtype.itemsize, c.size)
+    plan = _plan(c, ("scatter", dtype.name, shape, root, algorithm),
+                 lambda: _scatter_args(c, dtype, shape, root, algorithm))
+    a = plan.args
     # A bad out (known only now, from the header) is raised after taking
     # part, so that no other rank waits for this one forever.
     problem = None
-    own_shape = _block_shape(shape, c.size, c.rank)
     try:
-        result = _result(out, own_shape, dtype)
+        result, result_data, writeback = _result(out, a.shape, dtype)
     except (TypeError, ValueError) as exc:
-        problem, result = exc, _message.new(own_shape, dtype)
-    _execute(CollArgs("scatter", c, algorithm, max(counts), dtype, root=root,
-                      send=None if msg is None else msg.data, out=result.data, counts=counts))
+        problem = exc
+        result, result_data, writeback = _result(None, a.shape, dtype)
+    plan.run(send=None if msg is None else msg.data, out=result_data)
     if problem is not None:
         raise problem
-    return result.finish()
+    return _done(result, result_data, writeback, out)
+
+
+def _scatter_args(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> CollArgs:
+    counts = _split_counts(shape, dtype.itemsize, c.size)
+    return CollArgs("scatter", algorithm, max(counts), dtype, dtype, root=root, counts=counts,
+                    shape=_block_shape(shape, c.size, c.rank))
 
 
 def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None):
@@ -538,18 +690,24 @@ def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=
         x = np.arange(4) * (rank + 1)     # rank 0: [0, 1, 2, 3]   rank 1: [0, 2, 4, 6]
         pycoll.reduce_scatter(x)          # rank 0: [0, 3]         rank 1: [6, 9]
     """
-    c = _comm_of(comm)
-    msg, op, work = _reduction(x, op, accumulate)
-    algorithm = _check_algorithm("reduce_scatter", algorithm)
-    counts = _split_counts(msg.shape, work.itemsize, c.size)
-    own_shape = _block_shape(msg.shape, c.size, c.rank)
-    result = _result(out, own_shape, msg.dtype)
-    data = _load(msg, work, c.scratch("input", msg.count * work.itemsize))
-    mine = result.data if work is msg.dtype else c.scratch("output", counts[c.rank])
-    _execute(CollArgs("reduce_scatter", c, algorithm, max(counts), work, op, data=data,
-                      out=mine, counts=counts))
-    _finish(op, mine, work, result, c.size)
-    return result.finish()
+    c = comm if type(comm) is Communicator else _comm_of(comm)
+    x = _array(x)
+    plan = _plan(c, ("reduce_scatter", x.dtype, x.shape, op, algorithm, accumulate),
+                 lambda: _reduce_scatter_args(c, x, op, algorithm, accumulate))
+    a = plan.args
+    send = _send_bytes(c, a, x)
+    result, result_data, writeback = _result(out, a.shape, a.result)
+    mine = result_data if a.dtype is a.result else c.scratch("block", a.counts[c.rank])
+    plan.run(send=send, data=c.scratch("output", sum(a.counts)), out=mine)
+    _finish(a, mine, result_data, c.size)
+    return _done(result, result_data, writeback, out)
+
+
+def _reduce_scatter_args(c, x, op, algorithm, accumulate) -> CollArgs:
+    a = _reduction_args("reduce_scatter", c, x, op, algorithm, accumulate)
+    counts = _split_counts(x.shape, a.dtype.itemsize, c.size)
+    return dataclasses.replace(a, n=max(counts), counts=counts,
+                               shape=_block_shape(x.shape, c.size, c.rank))
 
 
 def alltoall(x, comm=None, algorithm="auto", out=None):
@@ -566,15 +724,23 @@ def alltoall(x, comm=None, algorithm="auto", out=None):
         x = np.array([10, 11]) + 10 * rank   # rank 0: [10, 11]   rank 1: [20, 21]
         pycoll.alltoall(x)                   # rank 0: [10, 20]   rank 1: [11, 21]
     """
-    c = _comm_of(comm)
-    msg = _message.message(x)
+    c = comm if type(comm) is Communicator else _comm_of(comm)
+    x = _array(x)
+    plan = _plan(c, ("alltoall", x.dtype, x.shape, algorithm),
+                 lambda: _alltoall_args(c, x, algorithm))
+    a = plan.args
+    result, result_data, writeback = _result(out, a.shape, a.dtype)
+    plan.run(send=_bytes(_contiguous(x)), out=result_data)
+    return _done(result, result_data, writeback, out)
+
+
+def _alltoall_args(c, x, algorithm) -> CollArgs:
+    dtype = dtype_of(x.dtype, "x")
     algorithm = _check_algorithm("alltoall", algorithm)
-    counts = _split_counts(msg.shape, msg.dtype.itemsize, c.size)
-    own = _block_shape(msg.shape, c.size, c.rank)
-    result = _result(out, (own[0] * c.size, *own[1:]), msg.dtype)
-    _execute(CollArgs("alltoall", c, algorithm, max(counts), msg.dtype, send=msg.data,
-                      out=result.data, counts=counts))
-    return result.finish()
+    counts = _split_counts(x.shape, dtype.itemsize, c.size)
+    own = _block_shape(x.shape, c.size, c.rank)
+    return CollArgs("alltoall", algorithm, max(counts), dtype, dtype, counts=counts,
+                    shape=(own[0] * c.size, *own[1:]))
 
 
 def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accumulate=None):
@@ -589,28 +755,30 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
         pycoll.scan(x)                    # rank 0: [1]    rank 1: [3]   rank 2: [6]
         pycoll.scan(x, exclusive=True)    # rank 0: None   rank 1: [1]   rank 2: [3]
     """
-    c = _comm_of(comm)
-    msg, op, work = _reduction(x, op, accumulate)
-    algorithm = _check_algorithm("scan", algorithm)
+    c = comm if type(comm) is Communicator else _comm_of(comm)
+    x = _array(x)
+    plan = _plan(c, ("scan", x.dtype, x.shape, op, exclusive, algorithm, accumulate),
+                 lambda: _scan_args(c, x, op, exclusive, algorithm, accumulate))
+    a = plan.args
+    send = _send_bytes(c, a, x)
+    data = c.scratch("output", a.n)
+    if a.exclusive and c.rank == 0:
+        plan.run(send=send, data=data, out=c.scratch("block", a.n))
+        return None
+    result, result_data, writeback = _result(out, a.shape, a.result)
+    mine = result_data if a.dtype is a.result else c.scratch("block", a.n)
+    plan.run(send=send, data=data, out=mine)
+    _finish(a, mine, result_data, c.rank if a.exclusive else c.rank + 1)
+    return _done(result, result_data, writeback, out)
+
+
+def _scan_args(c, x, op, exclusive, algorithm, accumulate) -> CollArgs:
     if not isinstance(exclusive, (bool, np.bool_)):
         raise TypeError(f"exclusive must be a bool, got {type(exclusive).__name__}")
-    empty = exclusive and c.rank == 0
-    result = None if empty else _result(out, msg.shape, msg.dtype)
-    nbytes = msg.count * work.itemsize
-    data = _load(msg, work, c.scratch("input", nbytes))
-    if result is None:
-        mine = c.scratch("output", nbytes)
-    else:
-        mine = result.data if work is msg.dtype else c.scratch("output", nbytes)
-    _execute(CollArgs("scan", c, algorithm, nbytes, work, op, data=data, out=mine,
-                      exclusive=bool(exclusive)))
-    if result is None:
-        return None
-    _finish(op, mine, work, result, c.rank if exclusive else c.rank + 1)
-    return result.finish()
+    return _reduction_args("scan", c, x, op, algorithm, accumulate, exclusive=bool(exclusive))
 
 
 def barrier(comm=None):
     """Return only when every rank of comm has entered the barrier."""
-    c = _comm_of(comm)
-    _execute(CollArgs("barrier", c, "auto", 0, BY_NAME["uint8"]))
+    c = comm if type(comm) is Communicator else _comm_of(comm)
+    _plan(c, ("barrier",), lambda: CollArgs("barrier", "auto", 0, BY_NAME["uint8"])).run()

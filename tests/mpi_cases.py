@@ -551,6 +551,54 @@ def group_settings(run):
     run.check("settings allreduce", y, np.arange(100.0) * comm.size)
 
 
+def group_lane(run):
+    """Repeated calls: the second call of a signature runs in the C lane
+    (pycoll/_mpicall.pyx) when it applies; every call must agree with the
+    oracle and across ranks, whichever path took it."""
+    comm, p, r = run.comm, run.p, run.r
+    from pycoll import api
+    lanes = 0
+    for algo in ("recursive_doubling", "tree", "auto"):
+        for op, dtype in reduction_pairs():
+            for repeat in range(3):
+                name = f"lane {algo} {op.value} {dtype} call {repeat}"
+                xs = [rank_data(dtype, (3,), i, seed_of(name), op) for i in range(p)]
+                out = np.empty(3, BY_NAME[dtype].numpy) if repeat == 2 else None
+                y = comm.allreduce(xs[r], op=op, algorithm=algo, out=out)
+                run.check(name, y, reduce_ranks(op, xs))
+                run.same_everywhere(name, y)
+                if out is not None:
+                    assert y is out, name
+            plan = comm._plans[("allreduce", xs[r].dtype, xs[r].shape, op, algo, None)]
+            lanes += plan.lane is not None
+    # in place, and the cases the lane must leave to the Python path
+    x = np.arange(4.0) * (r + 1)
+    for _ in range(3):
+        x = np.arange(4.0) * (r + 1)
+        assert comm.allreduce(x, out=x) is x
+        run.check("lane in place", x, np.arange(4.0) * (p * (p + 1) // 2))
+    buf = np.zeros(8)
+    for _ in range(3):
+        y = comm.allreduce(np.arange(4.0), out=buf[::2])
+        run.check("lane strided out", buf[::2], np.arange(4.0) * p)
+        assert not buf[1::2].any()
+    for _ in range(3):
+        view = np.arange(8.0)[::2]
+        run.check("lane strided x", comm.allreduce(view), np.arange(8.0)[::2] * p)
+    shared = np.arange(6.0)
+    for _ in range(2):
+        shared[:] = np.arange(6.0)
+        y = comm.allreduce(shared[:4], out=shared[2:])        # out overlaps x
+        run.check("lane overlap", y, np.arange(4.0) * p)
+    ro = np.zeros(4)
+    ro.setflags(write=False)
+    for _ in range(2):
+        expect(ValueError, "out is read-only", comm.allreduce, np.ones(4), "sum", "auto", ro)
+    expected_lanes = comm.transport is not None and p > 0
+    assert (lanes > 0) == expected_lanes, (lanes, comm.transport_info)
+    run.count += 1
+
+
 def group_fail(run):
     """For the harness tests: the last rank fails while the others wait."""
     if run.r == run.p - 1:
@@ -571,6 +619,7 @@ GROUPS = {
     "special": group_special,
     "errors": group_errors,
     "settings": group_settings,
+    "lane": group_lane,
     "fail": group_fail,
     "silent": group_silent,
 }

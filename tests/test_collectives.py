@@ -40,6 +40,20 @@ def test_special(p):
 
 
 @pytest.mark.parametrize("p", [1, 2, 3, 5, 8])
+def test_small_message_lane(p):
+    """Repeated small allreduces run in the C lane: every (op, dtype),
+    in place and out=; strided, overlapping and read-only cases go to the
+    Python path and still come out right."""
+    run_ranks(p, "lane")
+
+
+def test_mpi4py_transport():
+    """PYCOLL_TRANSPORT=mpi4py: every message through mpi4py, same results."""
+    run_ranks(3, "reductions", env={"PYCOLL_TRANSPORT": "mpi4py"})
+    run_ranks(2, "lane", env={"PYCOLL_TRANSPORT": "mpi4py"})
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 5, 8])
 def test_errors(p):
     """Bad input raises on every rank before any message, errors on the
     root travel in the header, and the ranks still agree afterwards."""

@@ -38,3 +38,11 @@ cdef extern from "kernels.h" nogil:
     int pycoll_convert(int src_dtype, int dst_dtype, void *out, const void *x, size_t n) noexcept
     const char *pycoll_half_isa() noexcept
     int pycoll_set_half_isa(const char *name) noexcept
+
+
+# For other extension modules (pycoll/_mpicall.pyx): the C loops live in
+# this module's shared object, so they are reached through these functions,
+# which Cython exports with the module.
+cdef pycoll_binary_loop loop_for(int op, int dtype) noexcept nogil
+cdef int scale_buffer(int dtype, void *out, const void *x, double divisor, size_t n) noexcept nogil
+cdef size_t itemsize_of(int dtype) noexcept nogil

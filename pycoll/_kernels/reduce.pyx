@@ -44,6 +44,20 @@ _DTYPE_NAMES = {code: name for name, code in DTYPES.items()}
 cdef Py_ssize_t RELEASE_GIL_BYTES = 1 << 16
 
 
+cdef pycoll_binary_loop loop_for(int op, int dtype) noexcept nogil:
+    """The loop for (op, dtype), or NULL where the pair is undefined."""
+    return pycoll_reduce_loop(op, dtype)
+
+
+cdef int scale_buffer(int dtype, void *out, const void *x, double divisor, size_t n) noexcept nogil:
+    """out = x / divisor for n elements; -1 for a dtype without division."""
+    return pycoll_scale(dtype, out, x, divisor, n)
+
+
+cdef size_t itemsize_of(int dtype) noexcept nogil:
+    return pycoll_itemsize(dtype)
+
+
 def supports(int op, int dtype):
     """Whether the reduction *op* is defined for *dtype*."""
     return pycoll_reduce_loop(op, dtype) is not NULL

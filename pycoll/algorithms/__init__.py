@@ -44,11 +44,13 @@ class Task:
     ch        the Channel: step primitives, the reduction kernel, scratch
     rank, size, root
     itemsize  bytes per element: blocks of a vector are cut at elements
-    data      the working vector (allreduce, broadcast, reduce, scan,
-              reduce_scatter): this rank's input on entry; the result on exit
-              (allreduce, broadcast, the root's reduce); clobbered otherwise
-    send      this rank's input block (gather, scatter on the root, allgather,
-              alltoall)
+    send      this rank's input: read, never written (as MPI's sendbuf)
+    data      the vector a reduction works in (allreduce, reduce, scan,
+              reduce_scatter) and the broadcast buffer: uninitialised on entry
+              unless it *is* send (in place), so an algorithm reads its own
+              input from send the first time it touches a region, and from
+              data after that. On exit: the result (allreduce, broadcast, the
+              root's reduce); scratch otherwise
     out       the result buffer of gather (root), scatter, allgather,
               reduce_scatter, alltoall and scan
     counts    bytes of each rank's block (gather, scatter, allgather,

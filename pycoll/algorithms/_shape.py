@@ -5,6 +5,8 @@ arithmetic named here once.
 """
 from __future__ import annotations
 
+import functools
+
 from pycoll._kernels.copy import block
 
 
@@ -38,6 +40,12 @@ class Fold:
         self.p = p
         self.pof2 = pof2_floor(p)
         self.rem = p - self.pof2
+
+    @staticmethod
+    @functools.cache
+    def of(p: int) -> "Fold":
+        """The Fold of p, made once."""
+        return Fold(p)
 
     def virtual(self, rank: int):
         """The virtual rank of *rank*, or None if it sits out."""

@@ -28,7 +28,7 @@ def reduce_bytes(n, p):
 
 def run(t):
     p, r, ch, out = t.size, t.rank, t.ch, t.out
-    fold = Fold(p)
+    fold = Fold.of(p)
     v = fold.virtual(r)
     blocks = blocks_from_counts(t.counts)
     if r < 2 * fold.rem:

@@ -40,17 +40,20 @@ def reduce_bytes(n, p):
 
 
 def run(t):
-    p, r, ch, data = t.size, t.rank, t.ch, t.data
-    fold = Fold(p)
+    p, r, ch, send, data = t.size, t.rank, t.ch, t.send, t.data
+    fold = Fold.of(p)
     v = fold.virtual(r)
+    mine = send
     if r < 2 * fold.rem:
         if v is None:
-            ch.send(data, r + 1)
+            ch.send(send, r + 1)
             ch.recv(data, r + 1)
             return
-        ch.recv_reduce(data, r - 1, received_left=True)
+        ch.recv_reduce(send, r - 1, received_left=True, out=data)
+        mine = data
     blocks = element_blocks(len(data), t.itemsize, fold.pof2)
-    halving_reduce_scatter(ch, data, blocks, fold, v, r)
+    if halving_reduce_scatter(ch, mine, data, blocks, fold, v, r) is not data:
+        data[:] = mine                          # p == 1
     doubling_allgather(ch, data, blocks, fold, v)
     if r < 2 * fold.rem:
         ch.send(data, r - 1)
@@ -61,19 +64,23 @@ def view(buf, blocks, first, last):
     return buf[lo:lo + n]
 
 
-def halving_reduce_scatter(ch, data, blocks, fold, v, r):
+def halving_reduce_scatter(ch, mine, data, blocks, fold, v, r):
     """Recursive halving over the pof2 virtual ranks: virtual rank v ends
-    with ``blocks[v]`` reduced over all ranks. *blocks* has pof2 entries."""
+    with ``blocks[v]`` of *data* reduced over all ranks. *mine* holds this
+    rank's partial to start from (its input, or data itself). Returns where
+    the partial now lives: data, unless there was nothing to halve."""
     lo, hi = 0, fold.pof2
     mask = fold.pof2 >> 1
     while mask:
         partner = fold.real(v ^ mask)
         mid = (lo + hi) // 2
         keep, give = ((lo, mid), (mid, hi)) if not v & mask else ((mid, hi), (lo, mid))
-        ch.sendrecv_reduce(view(data, blocks, *give), partner, view(data, blocks, *keep),
-                           partner, received_left=partner < r)
+        ch.sendrecv_reduce(view(mine, blocks, *give), partner, view(mine, blocks, *keep),
+                           partner, received_left=partner < r, out=view(data, blocks, *keep))
+        mine = data
         lo, hi = keep
         mask >>= 1
+    return mine
 
 
 def doubling_allgather(ch, data, blocks, fold, v):

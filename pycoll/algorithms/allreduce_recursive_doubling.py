@@ -9,13 +9,20 @@ A process count that is not a power of two is folded (``_shape.Fold``):
 the first 2*rem ranks pair up, the even one hands its vector to the odd
 one (one extra step before) and gets the result back (one extra step after).
 
+    p = 6:  rank 0: send 1, recv 1        rank 1: recv+reduce 0, exchange 3, 5, send 0
+            rank 4 (virtual 2): exchange 5 (virtual 3), exchange 1 (virtual 0)
+
 Latency-optimal; sends the whole vector every round, so it is the choice
-for small messages.
+for small messages. Written as a schedule (_schedule.py), so that one
+segment's worth runs in C.
 
     steps          log2(pof2) + 2 if p is not a power of two
     bytes sent     n * (log2(pof2) + 1 if p is not a power of two)
     bytes reduced  n * (log2(pof2) + 1 if p is not a power of two)
 """
+import functools
+
+from pycoll.algorithms._schedule import EXCHANGE, RECV, RECV_REDUCE, SEND, execute
 from pycoll.algorithms._shape import Fold
 
 
@@ -33,25 +40,24 @@ def reduce_bytes(n, p):
     return bytes_on_wire(n, p)
 
 
-def run(t):
-    p, r, ch, data = t.size, t.rank, t.ch, t.data
+@functools.cache
+def schedule(p: int, r: int) -> tuple:
     fold = Fold(p)
     v = fold.virtual(r)
+    if v is None:                               # even rank of a pair: hand over, get back
+        return ((SEND, r + 1), (RECV, r + 1))
+    out = []
     if r < 2 * fold.rem:
-        if v is None:                            # even: hand over, get the result
-            ch.send(data, r + 1)
-            ch.recv(data, r + 1)
-            return
-        ch.recv_reduce(data, r - 1, received_left=True)
-    theirs = ch.scratch("work", len(data))
+        out.append((RECV_REDUCE, r - 1, True))
     mask = 1
     while mask < fold.pof2:
         partner = fold.real(v ^ mask)
-        ch.sendrecv(data, partner, theirs, partner)
-        if partner < r:
-            ch.reduce(data, theirs, data)
-        else:
-            ch.reduce(data, data, theirs)
+        out.append((EXCHANGE, partner, partner < r))
         mask <<= 1
     if r < 2 * fold.rem:
-        ch.send(data, r - 1)
+        out.append((SEND, r - 1))
+    return tuple(out)
+
+
+def run(t):
+    execute(t, schedule(t.size, t.rank))

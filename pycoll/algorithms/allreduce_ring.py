@@ -40,16 +40,21 @@ def reduce_bytes(n, p):
 
 
 def run(t):
-    p, r, ch, data = t.size, t.rank, t.ch, t.data
+    p, r, ch, send, data = t.size, t.rank, t.ch, t.send, t.data
     chunks = element_blocks(len(data), t.itemsize, p)
 
-    def chunk(c):
+    def chunk(buf, c):
         lo, n = chunks[c % p]
-        return data[lo:lo + n]
+        return buf[lo:lo + n]
 
+    # Every chunk meets this rank's own input once, as the right operand of
+    # one reduction; chunk r is the one it never reduces (it arrives finished).
     right, left = (r + 1) % p, (r - 1) % p
     for s in range(p - 1):
-        ch.sendrecv_reduce(chunk(r - s), right, chunk(r - s - 1), left, received_left=True)
+        ch.sendrecv_reduce(chunk(send if s == 0 else data, r - s), right, chunk(send, r - s - 1),
+                           left, received_left=True, out=chunk(data, r - s - 1))
+    if p == 1 and data is not send:
+        data[:] = send
     ring_allgather(ch, data, chunks, r, p, right, left, first=r + 1)
 
 

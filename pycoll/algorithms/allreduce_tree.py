@@ -1,16 +1,18 @@
 """allreduce, tree: binomial reduce to rank 0, then binomial broadcast.
 
-Rank 0 combines the partials of its subtrees (reduce_binomial), so the
-result is computed on one rank and copied down the tree (broadcast_binomial,
-Note [Bitwise-identical results] in _p2p.py).
+Rank 0 combines the partials of its subtrees (reduce_binomial's tree), so
+the result is computed on one rank and copied down the tree
+(broadcast_binomial's tree; Note [Bitwise-identical results] in _p2p.py).
+Written as a schedule (_schedule.py).
 
     steps          2 ceil(log2 p)
     bytes sent     n * ceil(log2 p)       (rank 0, in the broadcast)
     bytes reduced  n * ceil(log2 p)       (rank 0)
 """
+import functools
+
+from pycoll.algorithms._schedule import RECV, RECV_REDUCE, SEND, execute
 from pycoll.algorithms._shape import log2_ceil
-from pycoll.algorithms.broadcast_binomial import binomial_broadcast
-from pycoll.algorithms.reduce_binomial import binomial_reduce
 
 
 def steps(p):
@@ -25,6 +27,31 @@ def reduce_bytes(n, p):
     return n * log2_ceil(p)
 
 
+@functools.cache
+def schedule(p: int, r: int) -> tuple:
+    out = []
+    # Binomial reduce to rank 0: children first (own partial on the left).
+    mask = 1
+    while mask < p:
+        if r & mask:
+            out.append((SEND, r - mask))
+            break
+        if r + mask < p:
+            out.append((RECV_REDUCE, r + mask, False))
+        mask <<= 1
+    # Binomial broadcast from rank 0: from the parent, then to the children.
+    mask = 1
+    while mask < p and not r & mask:
+        mask <<= 1
+    if r:
+        out.append((RECV, r - mask))
+    mask >>= 1
+    while mask:
+        if r + mask < p:
+            out.append((SEND, r + mask))
+        mask >>= 1
+    return tuple(out)
+
+
 def run(t):
-    binomial_reduce(t.ch, t.data, 0, t.rank, t.size)
-    binomial_broadcast(t.ch, t.data, 0, t.rank, t.size)
+    execute(t, schedule(t.size, t.rank))

@@ -28,16 +28,21 @@ def reduce_bytes(n, p):
 
 
 def run(t):
-    binomial_reduce(t.ch, t.data, t.root, t.rank, t.size)
+    binomial_reduce(t.ch, t.send, t.data, t.root, t.rank, t.size)
 
 
-def binomial_reduce(ch, data, root, rank, size):
+def binomial_reduce(ch, send, data, root, rank, size):
+    """The root's *data* = the reduction of every rank's *send*."""
     rel = (rank - root) % size
+    mine = send                         # this rank's partial so far
     mask = 1
     while mask < size:
         if rel & mask:
-            ch.send(data, (rel - mask + root) % size)
+            ch.send(mine, (rel - mask + root) % size)
             return
         if rel + mask < size:
-            ch.recv_reduce(data, (rel + mask + root) % size, received_left=False)
+            ch.recv_reduce(mine, (rel + mask + root) % size, received_left=False, out=data)
+            mine = data
         mask <<= 1
+    if mine is not data:                # the root had no children: p == 1
+        data[:] = mine

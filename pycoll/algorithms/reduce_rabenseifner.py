@@ -32,22 +32,25 @@ def reduce_bytes(n, p):
 
 
 def run(t):
-    p, r, root, ch, data = t.size, t.rank, t.root, t.ch, t.data
-    fold = Fold(p)
+    p, r, root, ch, send, data = t.size, t.rank, t.root, t.ch, t.send, t.data
+    fold = Fold.of(p)
     v = fold.virtual(r)
     root_v = fold.virtual(root)
     root_sits_out = root_v is None
     if root_sits_out:
         root_v = fold.virtual(root + 1)
+    mine = send
     if r < 2 * fold.rem:
         if v is None:
-            ch.send(data, r + 1)
+            ch.send(send, r + 1)
             if r == root:
                 ch.recv(data, r + 1)
             return
-        ch.recv_reduce(data, r - 1, received_left=True)
+        ch.recv_reduce(send, r - 1, received_left=True, out=data)
+        mine = data
     blocks = element_blocks(len(data), t.itemsize, fold.pof2)
-    halving_reduce_scatter(ch, data, blocks, fold, v, r)
+    if halving_reduce_scatter(ch, mine, data, blocks, fold, v, r) is not data:
+        data[:] = mine                          # p == 1
     # Gather the blocks to root_v over aligned, doubling ranges.
     rel = v ^ root_v
     mask = 1

@@ -27,20 +27,22 @@ def reduce_bytes(n, p):
 
 
 def run(t):
-    p, r, ch, data = t.size, t.rank, t.ch, t.data
-    fold = Fold(p)
+    p, r, ch, send, data = t.size, t.rank, t.ch, t.send, t.data
+    fold = Fold.of(p)
     v = fold.virtual(r)
     blocks = blocks_from_counts(t.counts)
+    mine = send
     if r < 2 * fold.rem:
         if v is None:
-            ch.send(data, r + 1)
+            ch.send(send, r + 1)
             ch.recv(t.out, r + 1)
             return
-        ch.recv_reduce(data, r - 1, received_left=True)
+        ch.recv_reduce(send, r - 1, received_left=True, out=data)
+        mine = data
 
-    def virtual_view(first, last):
+    def virtual_view(buf, first, last):
         lo, n = span(blocks, fold.first(first), fold.first(last))
-        return data[lo:lo + n]
+        return buf[lo:lo + n]
 
     lo, hi = 0, fold.pof2
     mask = fold.pof2 >> 1
@@ -48,13 +50,14 @@ def run(t):
         partner = fold.real(v ^ mask)
         mid = (lo + hi) // 2
         keep, give = ((lo, mid), (mid, hi)) if not v & mask else ((mid, hi), (lo, mid))
-        ch.sendrecv_reduce(virtual_view(*give), partner, virtual_view(*keep), partner,
-                           received_left=partner < r)
+        ch.sendrecv_reduce(virtual_view(mine, *give), partner, virtual_view(mine, *keep), partner,
+                           received_left=partner < r, out=virtual_view(data, *keep))
+        mine = data
         lo, hi = keep
         mask >>= 1
     # Virtual block v: this rank's block, and its even partner's if folded.
     if r < 2 * fold.rem:
         blo, bn = blocks[r - 1]
-        ch.send(data[blo:blo + bn], r - 1)
+        ch.send(mine[blo:blo + bn], r - 1)
     blo, bn = blocks[r]
-    t.out[:] = data[blo:blo + bn]
+    t.out[:] = mine[blo:blo + bn]

@@ -25,17 +25,17 @@ def reduce_bytes(n, p):
 
 
 def run(t):
-    p, r, ch, data = t.size, t.rank, t.ch, t.data
+    p, r, ch, send, data = t.size, t.rank, t.ch, t.send, t.data
     blocks = blocks_from_counts(t.counts)
 
-    def view(b):
+    def view(buf, b):
         lo, n = blocks[b % p]
-        return data[lo:lo + n]
+        return buf[lo:lo + n]
 
     right, left = (r + 1) % p, (r - 1) % p
     for s in range(p - 1):
         last = s == p - 2
-        ch.sendrecv_reduce(view(r - s - 1), right, view(r - s - 2), left, received_left=True,
-                           out=t.out if last else None)
+        ch.sendrecv_reduce(view(send if s == 0 else data, r - s - 1), right, view(send, r - s - 2),
+                           left, received_left=True, out=t.out if last else view(data, r - s - 2))
     if p == 1:
-        t.out[:] = view(0)
+        t.out[:] = view(send, 0)

@@ -23,14 +23,15 @@ def reduce_bytes(n, p):
 
 
 def run(t):
-    p, r, ch, data = t.size, t.rank, t.ch, t.data
+    p, r, ch, send = t.size, t.rank, t.ch, t.send
     after = r + 1 if r + 1 < p else None
     if r == 0:
         if not t.exclusive:
-            t.out[:] = data
+            t.out[:] = send
         if after is not None:
-            ch.send(data, after)
+            ch.send(send, after)
     elif t.exclusive:
-        ch.recv_reduce_send(data, r - 1, after, received_left=True, keep=t.out)
+        # the prefix arrives into out (the result) and goes on as prefix op x
+        ch.recv_reduce_send(send, r - 1, after, received_left=True, out=t.data, keep=t.out)
     else:
-        ch.recv_reduce_send(data, r - 1, after, received_left=True, out=t.out)
+        ch.recv_reduce_send(send, r - 1, after, received_left=True, out=t.out)

@@ -27,6 +27,7 @@ def reduce_bytes(n, p):
 
 def run(t):
     p, r, ch, partial, result = t.size, t.rank, t.ch, t.data, t.out
+    partial[:] = t.send
     theirs = ch.scratch("work", len(partial))
     have_result = not t.exclusive
     if have_result:

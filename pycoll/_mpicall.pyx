@@ -1,0 +1,304 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+# cython: embedsignature=True
+"""Blocking point-to-point MPI calls from C, with no mpi.h at build time.
+
+At small sizes the Python around an MPI call is most of its cost: mpi4py's
+``Sendrecv`` spends about 0.6 us parsing its arguments, as long as the
+message itself takes with Open MPI. This module calls ``MPI_Send``,
+``MPI_Recv`` and ``MPI_Sendrecv`` directly.
+
+pycoll is not built against any one MPI: mpi4py chooses MPICH or Open MPI at
+run time, and so must pycoll. So the functions are looked up by name in the
+library mpi4py has already loaded (``ctypes`` reopens it by soname with
+RTLD_NOLOAD), and called with handles taken from mpi4py objects:
+
+- An MPI handle is an ``int`` in MPICH and its derivatives and a pointer in
+  Open MPI. Both are passed as ``intptr_t``: the LP64 calling conventions
+  (x86-64 System V, AArch64) pass either in a full register, and a callee
+  that declares ``int`` reads the low 32 bits.
+- ``MPI_STATUS_IGNORE`` differs between the libraries, so statuses are
+  written into a 64-byte scratch area, larger than either ``MPI_Status``.
+
+``Transport(comm)`` checks all of this before it is used: the rank
+``MPI_Comm_rank`` reports, the size of ``MPI_BYTE``, and one byte sent to
+itself must agree with mpi4py, or construction raises and pycoll keeps
+mpi4py's calls (Channel, pycoll/_p2p.py). ``PYCOLL_TRANSPORT=mpi4py``
+forces the latter.
+
+``Lane`` is the small-message lane of an allreduce plan: the algorithm's
+schedule (pycoll/algorithms/_schedule.py) interpreted in C, with these calls
+and the reduction kernels, when the whole vector is one message. ``allreduce``
+is the entry every allreduce call tries first; it answers None whenever the
+call is not the plain case (no plan yet, non-contiguous input, an out the
+Python path must check or write back), and the Python path takes the call.
+"""
+
+from libc.stdint cimport intptr_t, uintptr_t
+from libc.string cimport memcpy
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+
+import numpy as np
+
+from pycoll._kernels.reduce cimport pycoll_binary_loop, itemsize_of, loop_for, scale_buffer
+
+ctypedef intptr_t handle_t
+
+ctypedef int (*send_fn)(const void *buf, int count, handle_t dtype, int dest, int tag,
+                        handle_t comm) noexcept nogil
+ctypedef int (*recv_fn)(void *buf, int count, handle_t dtype, int source, int tag,
+                        handle_t comm, void *status) noexcept nogil
+ctypedef int (*sendrecv_fn)(const void *sbuf, int scount, handle_t stype, int dest, int stag,
+                            void *rbuf, int rcount, handle_t rtype, int source, int rtag,
+                            handle_t comm, void *status) noexcept nogil
+ctypedef int (*comm_rank_fn)(handle_t comm, int *rank) noexcept nogil
+ctypedef int (*type_size_fn)(handle_t dtype, int *size) noexcept nogil
+
+cdef send_fn c_send = NULL
+cdef recv_fn c_recv = NULL
+cdef sendrecv_fn c_sendrecv = NULL
+cdef comm_rank_fn c_comm_rank = NULL
+cdef type_size_fn c_type_size = NULL
+cdef handle_t BYTE = 0
+cdef bint LOADED = False
+
+
+class TransportError(RuntimeError):
+    """The C calls cannot be used with this MPI library."""
+
+
+def _handle(obj) -> int:
+    """An mpi4py object's handle as a signed intptr_t value (mpi4py reports
+    an MPICH int handle sign-extended and read as unsigned)."""
+    h = obj.handle
+    return h - (1 << 64) if h >= (1 << 63) else h
+
+
+def LOADED_FLAG() -> bool:
+    """Whether load() has run."""
+    return LOADED
+
+
+def load(functions: dict, byte_handle) -> None:
+    """Install the addresses of the MPI functions (name -> address)."""
+    global c_send, c_recv, c_sendrecv, c_comm_rank, c_type_size, BYTE, LOADED
+    c_send = <send_fn><uintptr_t>functions["MPI_Send"]
+    c_recv = <recv_fn><uintptr_t>functions["MPI_Recv"]
+    c_sendrecv = <sendrecv_fn><uintptr_t>functions["MPI_Sendrecv"]
+    c_comm_rank = <comm_rank_fn><uintptr_t>functions["MPI_Comm_rank"]
+    c_type_size = <type_size_fn><uintptr_t>functions["MPI_Type_size"]
+    BYTE = byte_handle
+    LOADED = True
+
+
+cdef int check(int rc, str what) except -1:
+    if rc != 0:
+        raise TransportError(f"{what} returned MPI error {rc}")
+    return 0
+
+
+cdef class Transport:
+    """Blocking sends and receives of byte buffers on one communicator."""
+
+    cdef handle_t comm
+    cdef char status[64]
+
+    def __cinit__(self, comm):
+        if not LOADED:
+            raise TransportError("the MPI functions are not loaded")
+        self.comm = _handle(comm)
+        cdef int rank = -1, size = -1
+        check(c_comm_rank(self.comm, &rank), "MPI_Comm_rank")
+        if rank != comm.Get_rank():
+            raise TransportError(f"MPI_Comm_rank says {rank}, mpi4py says {comm.Get_rank()}")
+        check(c_type_size(BYTE, &size), "MPI_Type_size")
+        if size != 1:
+            raise TransportError(f"MPI_BYTE has size {size}")
+        cdef char out = 42, back = 0
+        check(c_sendrecv(&out, 1, BYTE, rank, 0, &back, 1, BYTE, rank, 0, self.comm,
+                         self.status), "MPI_Sendrecv")
+        if back != 42:
+            raise TransportError("a byte sent to this rank came back changed")
+
+    def send(self, buf, int dest, int tag):
+        cdef Py_buffer b
+        cdef int rc
+        PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
+        try:
+            with nogil:
+                rc = c_send(b.buf, <int>b.len, BYTE, dest, tag, self.comm)
+        finally:
+            PyBuffer_Release(&b)
+        check(rc, "MPI_Send")
+
+    def recv(self, buf, int source, int tag):
+        cdef Py_buffer b
+        cdef int rc
+        PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        try:
+            with nogil:
+                rc = c_recv(b.buf, <int>b.len, BYTE, source, tag, self.comm, self.status)
+        finally:
+            PyBuffer_Release(&b)
+        check(rc, "MPI_Recv")
+
+    def sendrecv(self, sendbuf, int dest, recvbuf, int source, int tag):
+        cdef Py_buffer s, r
+        cdef int rc
+        PyObject_GetBuffer(sendbuf, &s, PyBUF_SIMPLE)
+        try:
+            PyObject_GetBuffer(recvbuf, &r, PyBUF_SIMPLE | PyBUF_WRITABLE)
+            try:
+                with nogil:
+                    rc = c_sendrecv(s.buf, <int>s.len, BYTE, dest, tag, r.buf, <int>r.len, BYTE,
+                                    source, tag, self.comm, self.status)
+            finally:
+                PyBuffer_Release(&r)
+        finally:
+            PyBuffer_Release(&s)
+        check(rc, "MPI_Sendrecv")
+
+
+# ---------------------------------------------------------------------------
+# The small-message lane
+
+cdef enum:
+    SEND = 0            # the step kinds of pycoll/algorithms/_schedule.py
+    RECV = 1
+    RECV_REDUCE = 2
+    EXCHANGE = 3
+    MAX_STEPS = 128
+
+cdef object ndarray = np.ndarray
+
+
+cdef class Lane:
+    """One allreduce plan, run in C: its schedule, kernel and buffers.
+
+    Made by api.Plan when the plan's algorithm has a schedule, the vector is
+    one segment, nothing is accumulated in another dtype, and the
+    communicator has a Transport.
+    """
+
+    cdef Transport transport
+    cdef object base, shape, dtype, theirs
+    cdef pycoll_binary_loop loop
+    cdef int code, nsteps, divisor
+    cdef Py_ssize_t nbytes, count, align
+    cdef int kinds[MAX_STEPS]
+    cdef int peers[MAX_STEPS]
+    cdef int lefts[MAX_STEPS]
+    cdef char *theirs_buf
+
+    def __cinit__(self, base, Transport transport, steps, int op, int code, shape, dtype,
+                  Py_ssize_t nbytes, int divisor):
+        if len(steps) > MAX_STEPS:
+            raise ValueError(f"a schedule of {len(steps)} steps is too long for the lane")
+        self.loop = loop_for(op, code)
+        if self.loop is NULL:
+            raise ValueError(f"no kernel for op {op}, dtype {code}")
+        self.base, self.transport = base, transport
+        self.code, self.shape, self.dtype = code, shape, dtype
+        self.nbytes = nbytes
+        self.count = nbytes // itemsize_of(code)
+        self.align = 8 if itemsize_of(code) == 16 else itemsize_of(code)
+        self.divisor = divisor              # AVG: divide by p; 0: no division
+        self.nsteps = len(steps)
+        for i, step in enumerate(steps):
+            self.kinds[i], self.peers[i] = step[0], step[1]
+            self.lefts[i] = step[2] if len(step) > 2 else 0
+        self.theirs = np.empty(max(nbytes, 1), np.uint8)
+        cdef Py_buffer t
+        PyObject_GetBuffer(self.theirs, &t, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        self.theirs_buf = <char *>t.buf     # self.theirs keeps the memory alive
+        PyBuffer_Release(&t)
+
+    cdef int execute(self, char *send, char *data, int tag) noexcept nogil:
+        """The schedule: the partial starts in send and lives in data from
+        its first receipt or reduction (as _schedule.execute)."""
+        cdef char *mine = send
+        cdef char *theirs = self.theirs_buf
+        cdef handle_t comm = self.transport.comm
+        cdef int n = <int>self.nbytes
+        cdef int i, rc = 0, peer
+        for i in range(self.nsteps):
+            peer = self.peers[i]
+            if self.kinds[i] == SEND:
+                rc = c_send(mine, n, BYTE, peer, tag, comm)
+            elif self.kinds[i] == RECV:
+                rc = c_recv(data, n, BYTE, peer, tag, comm, self.transport.status)
+                mine = data
+            else:
+                if self.kinds[i] == RECV_REDUCE:
+                    rc = c_recv(theirs, n, BYTE, peer, tag, comm, self.transport.status)
+                else:
+                    rc = c_sendrecv(mine, n, BYTE, peer, tag, theirs, n, BYTE, peer, tag, comm,
+                                    self.transport.status)
+                if rc == 0:
+                    if self.lefts[i]:
+                        self.loop(data, theirs, mine, self.count)
+                    else:
+                        self.loop(data, mine, theirs, self.count)
+                mine = data
+            if rc != 0:
+                return rc
+        if mine != data:
+            memcpy(data, mine, self.nbytes)
+        return 0
+
+    def run(self, x, out):
+        """allreduce(x, out=out) in C, or None if the Python path must take it."""
+        cdef Py_buffer xb, ob
+        cdef int rc, tag
+        cdef char *xp
+        cdef char *op
+        try:
+            PyObject_GetBuffer(x, &xb, PyBUF_SIMPLE)
+        except (BufferError, ValueError, TypeError):
+            return None                     # not C-contiguous: the Python path packs it
+        try:
+            xp = <char *>xb.buf
+            if xb.len != self.nbytes or <uintptr_t>xp % self.align:
+                return None
+            if out is None:
+                result = np.empty(self.shape, self.dtype)
+            elif type(out) is ndarray and out.dtype == self.dtype and out.shape == self.shape:
+                result = out
+            else:
+                return None
+            try:
+                PyObject_GetBuffer(result, &ob, PyBUF_SIMPLE | PyBUF_WRITABLE)
+            except (BufferError, ValueError, TypeError):
+                return None                 # read-only or strided out: checked by Python
+            try:
+                op = <char *>ob.buf
+                if op != xp and op < xp + self.nbytes and xp < op + self.nbytes:
+                    return None             # partial overlap: the Python path copies
+                if <uintptr_t>op % self.align:
+                    return None
+                tag = self.base.next_tag()
+                with nogil:
+                    rc = self.execute(xp, op, tag)
+                    if rc == 0 and self.divisor:
+                        scale_buffer(self.code, op, op, self.divisor, self.count)
+            finally:
+                PyBuffer_Release(&ob)
+        finally:
+            PyBuffer_Release(&xb)
+        check(rc, "the allreduce lane")
+        return result
+
+
+def allreduce(comm, x, op, algorithm, out, accumulate):
+    """The lane of a repeated, plain allreduce; None for any other call."""
+    if type(x) is not ndarray or accumulate is not None:
+        return None
+    try:
+        plan = comm._plans.get(("allreduce", x.dtype, x.shape, op, algorithm, None))
+    except TypeError:
+        return None
+    if plan is None:
+        return None
+    lane = plan.lane
+    if lane is None:
+        return None
+    return (<Lane>lane).run(x, out)

@@ -1,0 +1,51 @@
+"""Schedules: algorithms that move the whole vector at every step.
+
+Recursive doubling and the binomial tree never cut the vector: each step
+sends it, receives it, or receives a partial and reduces it in. Such an
+algorithm is written as its schedule for (p, rank): a tuple of steps
+
+    (SEND, peer)                   send this rank's partial to peer
+    (RECV, peer)                   receive the vector from peer
+    (RECV_REDUCE, peer, left)      receive a partial, reduce it into ours
+    (EXCHANGE, peer, left)         swap partials with peer, reduce
+
+where *left* says the received partial is the left operand (Note
+[Bitwise-identical results] in _p2p.py). The partial starts as the rank's
+input (``send``) and lives in ``data`` from its first reduction or receipt.
+
+Two interpreters run a schedule: ``execute`` below with the Channel's
+segmented primitives, at any size; and pycoll/_mpicall.pyx, in C, when the
+vector is one segment (the small-message lane). Both read the same
+schedule, so the algorithm exists once.
+"""
+from __future__ import annotations
+
+SEND, RECV, RECV_REDUCE, EXCHANGE = 0, 1, 2, 3
+
+
+def execute(t, steps) -> None:
+    """Run *steps* on task *t* with the Channel's primitives."""
+    ch, data = t.ch, t.data
+    mine = t.send
+    theirs = None
+    for step in steps:
+        kind, peer = step[0], step[1]
+        if kind == SEND:
+            ch.send(mine, peer)
+        elif kind == RECV:
+            ch.recv(data, peer)
+            mine = data
+        elif kind == RECV_REDUCE:
+            ch.recv_reduce(mine, peer, received_left=step[2], out=data)
+            mine = data
+        else:
+            if theirs is None:
+                theirs = ch.scratch("work", len(data))
+            ch.sendrecv(mine, peer, theirs, peer)
+            if step[2]:
+                ch.reduce(data, theirs, mine)
+            else:
+                ch.reduce(data, mine, theirs)
+            mine = data
+    if mine is not data:                    # nothing arrived: p == 1
+        data[:] = mine
