@@ -19,7 +19,6 @@ import numpy as np
 
 from pycoll._mpi import c_transport, mpi
 
-DEFAULT_SEGMENT_BYTES = 1 << 18
 MAX_SEGMENT_BYTES = 1 << 30
 
 
@@ -27,27 +26,31 @@ MAX_SEGMENT_BYTES = 1 << 30
 class Settings:
     """``PYCOLL_*`` settings, read on rank 0 and agreed at creation.
 
-    segment_bytes   PYCOLL_SEGMENT_BYTES: the size of one message of a
-                    segmented transfer (tests make it tiny), at most 1 GiB,
+    segment_bytes   PYCOLL_SEGMENT_BYTES: the size of one message of every
+                    segmented transfer, overriding the tuner's choice per
+                    algorithm and size (tests make it tiny); at most 1 GiB,
                     so that no message's count reaches 2^31
     algorithms      PYCOLL_ALGORITHM_<COLLECTIVE>=name: overrides "auto"
     transport       PYCOLL_TRANSPORT: "c" (single messages through C calls
                     into the MPI library, pycoll/_mpicall.pyx, where they
                     pass their checks) or "mpi4py" (every call through mpi4py)
+    params          the cost model's calibration (pycoll/tuning.py), or None
+                    for its defaults
     """
 
-    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    segment_bytes: int | None = None
     algorithms: dict = field(default_factory=dict)
     transport: str = "c"
+    params: dict | None = None
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "Settings":
-        segment = environ.get("PYCOLL_SEGMENT_BYTES")
+        segment = environ.get("PYCOLL_SEGMENT_BYTES", "").strip() or None
         try:
-            segment = int(segment) if segment else DEFAULT_SEGMENT_BYTES
+            segment = int(segment) if segment else None
         except ValueError:
             raise ValueError(f"PYCOLL_SEGMENT_BYTES={segment!r} is not an integer") from None
-        if not 1 <= segment <= MAX_SEGMENT_BYTES:
+        if segment is not None and not 1 <= segment <= MAX_SEGMENT_BYTES:
             raise ValueError(f"PYCOLL_SEGMENT_BYTES={segment} must be between 1 and "
                              f"{MAX_SEGMENT_BYTES}")
         prefix = "PYCOLL_ALGORITHM_"

@@ -5,9 +5,9 @@ byte views (``MPI.BYTE``) on the communicator's private context under the
 call's tag (Note [Tag discipline] in _comm.py) and reduces with pycoll's
 kernels, never with MPI's reduction ops.
 
-Every transfer of n bytes is cut into segments of at most
-``settings.segment_bytes``; sender and receiver cut the same n the same way,
-so segment k matches segment k. Receiving and reducing is double-buffered:
+Every transfer of n bytes is cut into segments of at most ``segment``
+bytes (the plan's, from the tuner); sender and receiver cut the same n the
+same way, so segment k matches segment k. Receiving and reducing is double-buffered:
 segment k+1 is already arriving while segment k is reduced. A transfer of
 0 bytes sends no message at all, on both sides.
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 
+from pycoll._comm import MAX_SEGMENT_BYTES
 from pycoll._kernels.reduce import reduce as _reduce
 from pycoll._mpi import mpi
 
@@ -34,10 +35,11 @@ class Channel:
     __slots__ = ("comm", "tag", "segment", "op", "dtype", "reduce", "scratch", "_mpi", "_byte",
                  "_c")
 
-    def __init__(self, base, tag: int, op: int = -1, dtype: int = -1):
+    def __init__(self, base, tag: int, op: int = -1, dtype: int = -1,
+                 segment: int = MAX_SEGMENT_BYTES):
         self.comm = base._live()
         self.tag = tag
-        self.segment = base.settings.segment_bytes
+        self.segment = segment
         self.op = op                        # kernel codes of the call's reduction
         self.dtype = dtype
         # reduce(out, a, b): out = a op b with the call's kernel.

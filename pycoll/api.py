@@ -33,9 +33,10 @@ import numpy as np
 
 from pycoll import _message, _mpicall, tuning
 from pycoll._comm import CommBase, Settings
-from pycoll._dtypes import BY_NAME, FLOAT32, DType, Op, check_op, dtype_of, op_of
+from pycoll._dtypes import BY_CODE, BY_NAME, FLOAT32, DType, Op, check_op, dtype_of, op_of
 from pycoll._kernels.copy import block, unpack
 from pycoll._kernels.reduce import convert, scale
+from pycoll._mpi import mpi
 from pycoll._p2p import Channel
 from pycoll.algorithms import ALGORITHMS, REGISTRY, Task
 from pycoll.algorithms.broadcast_binomial import binomial_broadcast
@@ -43,7 +44,7 @@ from pycoll.algorithms.broadcast_binomial import binomial_broadcast
 SUM, PROD, MAX, MIN, AVG = Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.AVG
 BAND, BOR, BXOR = Op.BAND, Op.BOR, Op.BXOR
 
-HEADER_BYTES = 2048       # the root's dtype and shape (or error) for x=None ranks
+HEADER_BYTES = 2048       # a long header (an error, many dimensions) for x=None ranks
 
 
 # ---------------------------------------------------------------------------
@@ -110,12 +111,15 @@ def _agree_settings(comm: Communicator) -> Settings:
     setting on rank 0 raises the same ValueError on every rank."""
     if comm.rank == 0:
         try:
-            payload = {"settings": json.loads(Settings.from_env().to_bytes())}
+            settings = Settings.from_env()
+            params = tuning.load_params(mpi().Get_library_version(), comm.size)
+            settings = dataclasses.replace(settings, params=params)
+            payload = {"settings": json.loads(settings.to_bytes())}
         except ValueError as exc:
             payload = {"error": "ValueError", "message": str(exc)}
     else:
         payload = None
-    agreed = _broadcast_json(comm, payload)
+    agreed = _broadcast_json(comm, payload, sized=True)
     _raise_carried(agreed)
     settings = Settings(**agreed["settings"])
     tuning.check_settings(settings)
@@ -187,13 +191,15 @@ class Plan:
         self.args, self.comm = args, comm
         self.algorithm = args.algorithm
         if self.algorithm == "auto":
-            self.algorithm = tuning.select(args.collective, args.n, comm.size, comm.settings)
+            self.algorithm = tuning.select(args.collective, args.n, comm.size, comm.settings,
+                                           args.dtype.name)
         self.module = REGISTRY[args.collective][self.algorithm]
         op = args.op.kernel if args.op is not None else -1
-        self.channel = Channel(comm, 0, op, args.dtype.code)
+        segment = tuning.segment(args.collective, self.algorithm, args.n, comm.size, comm.settings)
+        self.channel = Channel(comm, 0, op, args.dtype.code, segment)
         self.task = Task(self.channel, comm.rank, comm.size, args.root, args.dtype.itemsize,
                          counts=args.counts, exclusive=args.exclusive)
-        self.lane = _lane(comm, args, self.module)
+        self.lane = _lane(comm, args, self.module, segment)
 
     def run(self, send=None, data=None, out=None) -> None:
         """One call: bind the byte views, take the next tag, run."""
@@ -209,11 +215,11 @@ class Plan:
 PLAN_CACHE = 256
 
 
-def _lane(comm, args: CollArgs, module):
+def _lane(comm, args: CollArgs, module, segment: int):
     """The C lane of an allreduce plan (pycoll/_mpicall.pyx), when the vector
     is one message of an algorithm written as a schedule; else None."""
     if (args.collective != "allreduce" or comm.transport is None or args.dtype is not args.result
-            or not 0 < args.n <= comm.settings.segment_bytes or not hasattr(module, "schedule")):
+            or not 0 < args.n <= segment or not hasattr(module, "schedule")):
         return None
     return _mpicall.Lane(comm, comm.transport, module.schedule(comm.size, comm.rank),
                          args.op.kernel, args.dtype.code, args.shape, args.dtype.numpy, args.n,
@@ -367,22 +373,59 @@ def _rows(shape: tuple, what: str) -> tuple:
 # The header of broadcast and scatter: what a rank with x=None learns
 
 
-def _broadcast_json(comm, payload, root: int = 0) -> dict:
-    """The root's JSON-able *payload*, on every rank (one fixed-size message
-    down a binomial tree, on its own tag)."""
-    buf = np.zeros(HEADER_BYTES, np.uint8)
+def _broadcast_json(comm, payload, root: int = 0, sized: bool = False) -> dict:
+    """The root's JSON-able *payload*, on every rank, down a binomial tree
+    on its own tag: one message of HEADER_BYTES (the header of broadcast
+    and scatter), or, when *sized*, its length and then the bytes (the
+    agreed settings, which carry a calibration of any size)."""
+    raw = json.dumps(payload).encode() if comm.rank == root else b""
+    nbytes = HEADER_BYTES
+    if sized:
+        length = np.array([len(raw)], np.int64)
+        binomial_broadcast(Channel(comm, comm.next_tag()), length.view(np.uint8), root,
+                           comm.rank, comm.size)
+        nbytes = int(length[0])
+    elif len(raw) > HEADER_BYTES:
+        raw = json.dumps({"error": payload.get("error", "ValueError"),
+                          "message": str(payload.get("message", ""))[:HEADER_BYTES // 2]
+                          or "header too large: more than 64 dimensions?"}).encode()
+    buf = np.zeros(nbytes, np.uint8)
     if comm.rank == root:
-        raw = json.dumps(payload).encode()
-        if len(raw) > HEADER_BYTES:
-            raw = json.dumps({"error": payload.get("error", "ValueError"),
-                              "message": str(payload.get("message", ""))[:HEADER_BYTES // 2]
-                              or "header too large: more than 64 dimensions?"}).encode()
         buf[:len(raw)] = np.frombuffer(raw, np.uint8)
     binomial_broadcast(Channel(comm, comm.next_tag()), buf, root, comm.rank, comm.size)
     return json.loads(bytes(buf).rstrip(b"\0").decode())
 
 
 _CARRIED_ERRORS = {"TypeError": TypeError, "ValueError": ValueError}
+
+
+SHORT_DIMS = 5             # the binary header holds up to this many dimensions
+HEADER_OK, HEADER_LONG = 1, 2
+
+
+def _header(c, root: int, header=None) -> tuple:
+    """The root's (DType, shape), on every rank.
+
+    One message of 8 int64 down a binomial tree: status, dtype code, ndim
+    and up to SHORT_DIMS dimensions. An error on the root, or more
+    dimensions, take a second, JSON message; every rank raises the root's
+    error. *header* is the root's dict from _root_header, None elsewhere.
+    """
+    word = np.zeros(8, np.int64)
+    if c.rank == root:
+        shape = header.get("shape", ())
+        if "error" in header or len(shape) > SHORT_DIMS:
+            word[0] = HEADER_LONG
+        else:
+            word[:3 + len(shape)] = [HEADER_OK, BY_NAME[header["dtype"]].code, len(shape), *shape]
+    channel = Channel(c, c.next_tag())
+    binomial_broadcast(channel, word.view(np.uint8), root, c.rank, c.size)
+    if word[0] == HEADER_LONG:
+        header = _broadcast_json(c, header, root, sized=True)
+        _raise_carried(header)
+        return BY_NAME[header["dtype"]], tuple(header["shape"])
+    ndim = int(word[2])
+    return BY_CODE[int(word[1])], tuple(int(d) for d in word[3:3 + ndim])
 
 
 def _raise_carried(header: dict) -> None:
@@ -476,13 +519,10 @@ def broadcast(x, root=0, comm=None, algorithm="auto"):
     algorithm = _check_algorithm("broadcast", algorithm)
     if c.rank == root:
         header, msg = _root_header(x)
-        _broadcast_json(c, header, root)
-        _raise_carried(header)
+        _header(c, root, header)
         _broadcast_plan(c, msg.dtype, msg.shape, root, algorithm).run(data=msg.data)
         return x
-    header = _broadcast_json(c, None, root)
-    _raise_carried(header)
-    dtype, shape = BY_NAME[header["dtype"]], tuple(header["shape"])
+    dtype, shape = _header(c, root)
     problem, target = None, None
     if x is None:
         target = _message.new(shape, dtype)
@@ -652,9 +692,7 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None):
     header, msg = None, None
     if c.rank == root:
         header, msg = _root_header(x, lambda m: _rows(m.shape, "scatter"))
-    header = _broadcast_json(c, header, root)
-    _raise_carried(header)
-    dtype, shape = BY_NAME[header["dtype"]], tuple(header["shape"])
+    dtype, shape = _header(c, root, header)
     plan = _plan(c, ("scatter", dtype.name, shape, root, algorithm),
                  lambda: _scatter_args(c, dtype, shape, root, algorithm))
     a = plan.args

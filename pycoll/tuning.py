@@ -1,44 +1,156 @@
-"""Algorithm selection for algorithm="auto".
+"""Algorithm selection for algorithm="auto": an alpha-beta-gamma cost model.
+
+Every algorithm module states its cost terms: ``steps(p)`` rounds on the
+critical path, ``bytes_on_wire(n, p)`` bytes the busiest rank sends and
+``reduce_bytes(n, p)`` bytes it pushes through the reduction kernel. Its
+modelled time is
+
+    T(n, p) = steps(p) * alpha + bytes_on_wire(n, p) * beta + reduce_bytes(n, p) * gamma
+
+with (alpha, beta) per algorithm and per size regime: implementations
+differ in what a step costs and in how they use the memory system, and so
+does one algorithm on either side of SPLIT, the segment size of a
+reduction: below it a vector is one message (for recursive doubling and the
+tree, one C call in the small-message lane) and reduces in cache; above it
+transfers are segmented Python steps and the data no longer fits the cache.
+One pair for all of that mispredicts. gamma is the reduction kernel's time per byte, measured, not
+fitted: for float32, times the dtype's ``kernel_cost`` (a bfloat16 byte
+costs about 2.7 float32 bytes here). At p = 2 the bytes sent and the bytes
+reduced are proportional, so a fit could not tell beta from gamma; the
+kernel benchmark can.
+
+``python -m pycoll.tune`` times the kernel per dtype and every algorithm at
+a range of sizes on this machine, fits each (alpha, beta) (non-negative
+least squares on relative error) and caches the result per (machine, MPI
+library, p). Without a calibration the defaults below apply: the fit made on
+this project's machine (2 cores, MPICH 5.0.2, p = 2).
+
+"auto" runs the algorithm with the smallest modelled time.
 
 Note [Same choice everywhere]: the choice depends only on what every rank
 of the call shares (collective, message size, process count) and on the
-settings agreed when the Communicator was created, so every rank picks the
-same algorithm. ``PYCOLL_ALGORITHM_<COLLECTIVE>=name`` overrides the rules.
-
-These are simple size rules; the cost model of pycoll's performance work
-replaces them.
+settings agreed when the Communicator was created (rank 0's calibration and
+PYCOLL_* variables, broadcast once), so every rank picks the same algorithm
+and segment size. ``PYCOLL_ALGORITHM_<COLLECTIVE>=name`` overrides the
+model, ``PYCOLL_SEGMENT_BYTES`` the segment size.
 """
 from __future__ import annotations
 
-from pycoll.algorithms import ALGORITHMS
+import json
+import math
+import os
+import socket
+from pathlib import Path
 
-SMALL = 64 << 10          # latency-bound below this many bytes
+from pycoll.algorithms import ALGORITHMS, REGISTRY
+
+# Segment sizes (bytes): a reduction pipelines through cache-sized pieces;
+# a pipelined chain cuts for overlap; anything else moves each transfer as
+# one message (as native MPI does), capped so that a count stays an int.
+REDUCE_SEGMENT = SPLIT = 1 << 20
+MIN_PIPELINE_SEGMENT, MAX_PIPELINE_SEGMENT = 64 << 10, 4 << 20
+WHOLE = 1 << 30
+PIPELINED = {("broadcast", "pipeline"), ("scan", "linear")}
+
+# The fit of `python -m pycoll.tune` on the project's machine (2 cores,
+# MPICH 5.0.2, p = 2, 2026-11-21): gamma (s per reduced float32 byte), each
+# dtype's kernel cost relative to float32, and (alpha s, beta s/B) per
+# algorithm. scan and barrier have no target and are not calibrated.
+DEFAULT_PARAMS = {
+    "gamma": 3.15e-11,
+    "kernel_cost": {'float32': 1.0, 'float64': 1.0, 'float16': 1.69, 'bfloat16': 1.79, 'int32': 1.01, 'complex64': 1.0},
+    "algorithms": {
+        "allreduce": {
+            "ring": {"small": (5.54e-06, 4.00e-10), "large": (4.59e-04, 1.06e-10)},
+            "recursive_doubling": {"small": (2.96e-06, 6.56e-11), "large": (0.00e+00, 1.19e-10)},
+            "rabenseifner": {"small": (6.12e-06, 4.19e-10), "large": (5.45e-04, 9.19e-11)},
+            "tree": {"small": (1.96e-06, 5.81e-10), "large": (1.01e-03, 1.37e-10)},
+        },
+        "broadcast": {
+            "binomial": {"small": (1.30e-05, 8.00e-11), "large": (6.02e-05, 7.43e-11)},
+            "scatter_allgather": {"small": (9.37e-06, 5.26e-10), "large": (8.69e-04, 7.37e-11)},
+            "pipeline": {"small": (1.26e-05, 9.99e-11), "large": (1.00e-04, 7.03e-11)},
+        },
+        "reduce": {
+            "binomial": {"small": (5.48e-06, 9.56e-11), "large": (1.44e-06, 1.07e-10)},
+            "rabenseifner": {"small": (5.62e-06, 2.91e-10), "large": (4.38e-04, 7.77e-11)},
+        },
+        "allgather": {
+            "ring": {"small": (6.45e-06, 6.27e-10), "large": (5.81e-04, 2.79e-10)},
+            "recursive_doubling": {"small": (7.05e-06, 6.30e-10), "large": (6.08e-04, 2.46e-10)},
+            "bruck": {"small": (8.83e-06, 6.61e-10), "large": (4.98e-04, 3.02e-10)},
+        },
+        "reduce_scatter": {
+            "ring": {"small": (7.02e-06, 1.16e-10), "large": (0.00e+00, 1.16e-10)},
+            "recursive_halving": {"small": (9.23e-06, 1.35e-10), "large": (0.00e+00, 1.51e-10)},
+        },
+        "gather": {
+            "binomial": {"small": (8.56e-06, 8.47e-11), "large": (0.00e+00, 1.25e-10)},
+            "linear": {"small": (7.24e-06, 8.74e-11), "large": (0.00e+00, 1.18e-10)},
+        },
+        "scatter": {
+            "binomial": {"small": (1.60e-05, 1.17e-10), "large": (0.00e+00, 9.54e-11)},
+            "linear": {"small": (1.46e-05, 1.13e-10), "large": (2.64e-05, 9.59e-11)},
+        },
+        "alltoall": {
+            "pairwise": {"small": (6.85e-06, 1.31e-10), "large": (0.00e+00, 1.34e-10)},
+        },
+        "scan": {"recursive_doubling": {"small": (3.0e-06, 1.0e-10), "large": (1.0e-05, 2.0e-10)},
+                 "linear": {"small": (6.0e-06, 1.2e-10), "large": (1.0e-05, 1.2e-10)}},
+        "barrier": {"dissemination": {"small": (4.0e-06, 0.0), "large": (4.0e-06, 0.0)}},
+    },
+}
 
 
-def _rules(collective: str, n: int, p: int) -> str:
-    """n: the vector's bytes (allreduce, broadcast, reduce, scan) or one
-    rank's block (the others), as in the algorithms' cost terms."""
-    small = n <= SMALL
-    if collective == "allreduce":
-        return "recursive_doubling" if small else "ring"
-    if collective == "broadcast":
-        return "binomial" if small or p <= 2 else "pipeline"
-    if collective == "reduce":
-        return "binomial" if small else "rabenseifner"
-    if collective == "allgather":
-        return "bruck" if small else "ring"
-    if collective == "reduce_scatter":
-        return "recursive_halving" if small else "ring"
-    if collective in ("gather", "scatter"):
-        return "binomial" if small else "linear"
-    if collective == "scan":
-        return "recursive_doubling" if small else "linear"
-    return ALGORITHMS[collective][0]
+def gamma(params, dtype: str | None = None) -> float:
+    """Seconds per reduced byte of *dtype* (float32 when None)."""
+    return params["gamma"] * params["kernel_cost"].get(dtype or "float32", 1.0)
 
 
-def select(collective: str, n: int, p: int, settings) -> str:
-    """The algorithm "auto" runs (Note [Same choice everywhere])."""
-    return settings.algorithms.get(collective) or _rules(collective, n, p)
+def regime(n: int) -> str:
+    """"small" for a vector or block of at most SPLIT bytes, else "large"."""
+    return "small" if n <= SPLIT else "large"
+
+
+def modelled_time(collective: str, algorithm: str, n: int, p: int, params=None,
+                  dtype: str | None = None) -> float:
+    """T(n, p) of one algorithm, in seconds."""
+    params = params or DEFAULT_PARAMS
+    alpha, beta = params["algorithms"][collective][algorithm][regime(n)]
+    module = REGISTRY[collective][algorithm]
+    return (module.steps(p) * alpha + module.bytes_on_wire(n, p) * beta
+            + module.reduce_bytes(n, p) * gamma(params, dtype))
+
+
+def select(collective: str, n: int, p: int, settings, dtype: str | None = None) -> str:
+    """The algorithm "auto" runs (Note [Same choice everywhere]).
+
+    n: the vector's bytes (allreduce, broadcast, reduce, scan) or one rank's
+    block (the others), as in the algorithms' cost terms.
+    """
+    override = settings.algorithms.get(collective)
+    if override:
+        return override
+    params = settings.params or DEFAULT_PARAMS
+    names = ALGORITHMS[collective]
+    return min(names, key=lambda a: modelled_time(collective, a, n, p, params, dtype))
+
+
+def segment(collective: str, algorithm: str, n: int, p: int, settings) -> int:
+    """Bytes per message of one transfer for this algorithm at this size."""
+    if settings.segment_bytes:
+        return settings.segment_bytes
+    if (collective, algorithm) in PIPELINED:
+        if p <= 2:
+            return WHOLE                        # a chain of one link: one message
+        # The classic optimum of a pipelined chain: sqrt(n alpha / ((p-2) beta)).
+        pieces = (settings.params or DEFAULT_PARAMS)["algorithms"][collective][algorithm]
+        alpha, beta = pieces[regime(n)]
+        best = math.sqrt(n * alpha / ((p - 2) * max(beta, 1e-12)))
+        return int(min(MAX_PIPELINE_SEGMENT, max(MIN_PIPELINE_SEGMENT, best)))
+    if REGISTRY[collective][algorithm].reduce_bytes(max(n, 1), max(p, 2)) > 0:
+        return REDUCE_SEGMENT
+    return WHOLE
 
 
 def check_settings(settings) -> None:
@@ -50,3 +162,97 @@ def check_settings(settings) -> None:
         if name not in ALGORITHMS[collective]:
             raise ValueError(f"PYCOLL_ALGORITHM_{collective.upper()}={name}: {collective} "
                              f"has {', '.join(ALGORITHMS[collective])}")
+
+
+# ---------------------------------------------------------------------------
+# The calibration cache
+
+
+def library_slug(library_version: str) -> str:
+    """'MPICH Version: 5.0.2 ...' -> 'mpich-5.0.2'; 'Open MPI v5.0.11, ...' -> 'openmpi-5.0.11'."""
+    first = " ".join(library_version.split())
+    if first.startswith("Open MPI"):
+        return "openmpi-" + first.split()[2].lstrip("v").rstrip(",")
+    if first.startswith("MPICH"):
+        return "mpich-" + first.split()[2]
+    return first.split()[0].lower() if first else "mpi"
+
+
+def cache_path(library_version: str, p: int) -> Path:
+    """Where the calibration of (this machine, this MPI library, p) lives:
+    $PYCOLL_TUNE_DIR, else ~/.cache/pycoll."""
+    root = Path(os.environ.get("PYCOLL_TUNE_DIR") or Path.home() / ".cache" / "pycoll")
+    return root / f"tuning-{socket.gethostname()}-{library_slug(library_version)}-p{p}.json"
+
+
+def load_params(library_version: str, p: int):
+    """The cached calibration's parameters, or None."""
+    path = cache_path(library_version, p)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    params = data.get("params")
+    if not isinstance(params, dict) or not isinstance(params.get("algorithms"), dict):
+        return None
+    # Whatever the file lacks keeps its default.
+    merged = {"gamma": float(params.get("gamma", DEFAULT_PARAMS["gamma"])),
+              "kernel_cost": {**DEFAULT_PARAMS["kernel_cost"], **params.get("kernel_cost", {})},
+              "algorithms": {c: dict(algs) for c, algs in DEFAULT_PARAMS["algorithms"].items()}}
+    for collective, algs in params["algorithms"].items():
+        for name, pieces in algs.items():
+            if (collective in merged["algorithms"] and name in merged["algorithms"][collective]
+                    and isinstance(pieces, dict) and {"small", "large"} <= set(pieces)):
+                merged["algorithms"][collective][name] = {
+                    k: tuple(float(v) for v in pieces[k][:2]) for k in ("small", "large")}
+    return merged
+
+
+def fit(samples, gamma_f32: float) -> tuple:
+    """(alpha, beta) >= 0 minimising the squared relative error of
+    T = steps*alpha + wire*beta + reduced*gamma over samples of (steps, wire,
+    reduced, measured seconds), gamma known. Non-negative least squares by
+    trying each set of free parameters (there are two)."""
+    import numpy as np
+
+    rows = [(s / t, w / t, 1 - r * gamma_f32 / t) for s, w, r, t in samples if t > 0]
+    if not rows:
+        return (0.0, 0.0)
+    a = np.array([r[:2] for r in rows], float)
+    b = np.array([r[2] for r in rows], float)
+    best, best_err = np.zeros(2), math.inf
+    for free in ((0,), (1,), (0, 1)):
+        cols = a[:, free]
+        if not cols.any():
+            continue
+        theta, *_ = np.linalg.lstsq(cols, b, rcond=None)
+        if (theta < 0).any():
+            continue
+        full = np.zeros(2)
+        full[list(free)] = theta
+        err = float(((a @ full - b) ** 2).sum())
+        if err < best_err:
+            best, best_err = full, err
+    return tuple(float(v) for v in best)
+
+
+def kernel_gamma(dtype_name: str, nbytes: int = 1 << 20, repeat: int = 5) -> float:
+    """Seconds per byte of out = a + b for one operand of *nbytes* (the
+    reduction kernel's cost per reduced byte), the best of *repeat* runs."""
+    import time
+
+    import numpy as np
+
+    from pycoll._dtypes import BY_NAME
+    from pycoll._kernels.reduce import reduce as kernel
+
+    dt = BY_NAME[dtype_name]
+    a = np.ones(nbytes // dt.itemsize, dt.numpy)
+    b, out = a.copy(), np.empty_like(a)
+    best = math.inf
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(20):
+            kernel(0, dt.code, out, a, b)
+        best = min(best, (time.perf_counter() - start) / 20)
+    return best / nbytes

@@ -407,6 +407,13 @@ def group_special(run):
     run.check("broadcast strided x", x, np.arange(6, dtype=np.float32).reshape(3, 2))
     if r != 0:
         assert target[1::2].sum() == 0 and target[:, ::2].sum() == 0, "wrote outside x"
+    # a header too long for the binary word (7 dimensions): a second message
+    deep = np.arange(2 * 3 * 2 * 1 * 2 * 1 * 2, dtype=np.int16).reshape(2, 3, 2, 1, 2, 1, 2)
+    got = comm.broadcast(deep.copy() if r == p - 1 else None, root=p - 1)
+    run.check("broadcast 7-d", got, deep)
+    got = comm.scatter(np.concatenate([deep] * p) if r == 0 else None, root=0)
+    run.check("scatter 7-d", got, deep)
+
     # scatter into an out= view: each rank's block of 2p rows is 2 rows
     out = np.zeros((4, 4))[::2, ::2]
     got = comm.scatter(np.arange(4.0 * p).reshape(2 * p, 2) if r == 0 else None, root=0, out=out)

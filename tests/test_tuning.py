@@ -1,0 +1,107 @@
+"""The cost model and its calibration."""
+import json
+
+import pytest
+
+from mpirun import launch
+from pycoll import tuning
+from pycoll._comm import Settings
+from pycoll.algorithms import ALGORITHMS, REGISTRY
+
+
+def test_fit_recovers_known_parameters():
+    alpha, beta, gamma = 7e-6, 1.5e-10, 3e-11
+    samples = [(s, w, r, s * alpha + w * beta + r * gamma)
+               for s, w, r in [(1, 8, 4), (1, 1e3, 5e2), (2, 1e5, 5e4), (2, 1e6, 5e5), (3, 1e7, 2e6)]]
+    got = tuning.fit(samples, gamma)
+    assert got == pytest.approx((alpha, beta), rel=1e-6)
+
+
+def test_fit_is_non_negative():
+    # times that fall with size cannot be a positive slope
+    samples = [(1, 1e3, 0, 5e-6), (1, 1e6, 0, 4e-6)]
+    alpha, beta = tuning.fit(samples, 3e-11)
+    assert alpha >= 0 and beta >= 0
+
+
+def test_select_is_the_argmin_of_the_model():
+    settings = Settings()
+    for collective, names in ALGORITHMS.items():
+        for n in (8, 1 << 16, 1 << 20, 1 << 26):
+            for p in (2, 3, 8):
+                pick = tuning.select(collective, n, p, settings, "float32")
+                times = {a: tuning.modelled_time(collective, a, n, p, None, "float32") for a in names}
+                assert times[pick] == min(times.values())
+
+
+def test_half_types_cost_more_per_reduced_byte():
+    assert tuning.gamma(tuning.DEFAULT_PARAMS, "bfloat16") > tuning.gamma(tuning.DEFAULT_PARAMS, "float32")
+    t32 = tuning.modelled_time("allreduce", "ring", 1 << 20, 4, None, "float32")
+    t16 = tuning.modelled_time("allreduce", "ring", 1 << 20, 4, None, "bfloat16")
+    assert t16 > t32
+
+
+def test_override_and_segment_rules():
+    settings = Settings(algorithms={"allreduce": "tree"})
+    assert tuning.select("allreduce", 1 << 20, 4, settings) == "tree"
+    plain = Settings()
+    assert tuning.segment("allreduce", "ring", 1 << 24, 4, plain) == tuning.REDUCE_SEGMENT
+    assert tuning.segment("allgather", "ring", 1 << 24, 4, plain) == tuning.WHOLE
+    assert tuning.segment("broadcast", "pipeline", 1 << 24, 2, plain) == tuning.WHOLE
+    pipelined = tuning.segment("broadcast", "pipeline", 1 << 26, 8, plain)
+    assert tuning.MIN_PIPELINE_SEGMENT <= pipelined <= tuning.MAX_PIPELINE_SEGMENT
+    assert tuning.segment("allreduce", "ring", 1 << 24, 4, Settings(segment_bytes=256)) == 256
+
+
+def test_every_algorithm_has_default_parameters():
+    for collective, names in ALGORITHMS.items():
+        for name in names:
+            pieces = tuning.DEFAULT_PARAMS["algorithms"][collective][name]
+            assert set(pieces) == {"small", "large"}
+            assert all(v >= 0 for pair in pieces.values() for v in pair)
+            assert REGISTRY[collective][name].steps(4) >= 0
+
+
+def test_cache_file_is_found_and_merged(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYCOLL_TUNE_DIR", str(tmp_path))
+    version = "MPICH Version:      5.0.2\nMPICH Release date: ..."
+    assert tuning.library_slug(version) == "mpich-5.0.2"
+    assert tuning.library_slug("Open MPI v5.0.11, package: Open MPI") == "openmpi-5.0.11"
+    assert tuning.load_params(version, 4) is None
+    path = tuning.cache_path(version, 4)
+    assert path.parent == tmp_path and path.name.endswith("-mpich-5.0.2-p4.json")
+    path.write_text(json.dumps({"params": {"gamma": 1e-11, "kernel_cost": {"bfloat16": 3.0},
+                                           "algorithms": {"allreduce": {"ring": {
+                                               "small": [1e-6, 2e-10], "large": [2e-6, 1e-10]}}}}}))
+    params = tuning.load_params(version, 4)
+    assert params["gamma"] == 1e-11 and params["kernel_cost"]["bfloat16"] == 3.0
+    assert params["algorithms"]["allreduce"]["ring"]["large"] == (2e-6, 1e-10)
+    assert params["algorithms"]["allreduce"]["tree"] == tuning.DEFAULT_PARAMS["algorithms"]["allreduce"]["tree"]
+    path.write_text("not json")
+    assert tuning.load_params(version, 4) is None
+
+
+def test_kernel_gamma_is_a_cost_per_byte():
+    g = tuning.kernel_gamma("float32", 1 << 16, repeat=2)
+    assert 0 < g < 1e-8
+
+
+@pytest.mark.mpi
+def test_calibration_writes_a_cache_the_communicator_loads(tmp_path, monkeypatch):
+    out = tmp_path / "tune.json"
+    proc = launch(2, ["-m", "pycoll.tune", "--sizes", "8,1K,2M", "--collectives", "allreduce,allgather",
+                      "--budget", "0.002", "--out", out], timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["p"] == 2 and set(data["params"]["algorithms"]) == {"allreduce", "allgather"}
+    assert "measured" in proc.stdout and "model" in proc.stdout
+    # Where Communicators look for (this machine, this MPI, p = 2): copy it there.
+    monkeypatch.setenv("PYCOLL_TUNE_DIR", str(tmp_path / "cache"))
+    cache = tuning.cache_path(data["mpi"], 2)
+    cache.parent.mkdir()
+    cache.write_text(out.read_text())
+    proc = launch(2, ["-c", "import pycoll; c = pycoll.Communicator(); "
+                            "print('GAMMA', c.settings.params['gamma'])"],
+                  timeout=120, env={"PYCOLL_TUNE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count(f"GAMMA {data['params']['gamma']}") == 2
