@@ -34,23 +34,29 @@ COLLECTIVES = ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter"
                "scatter", "alltoall")
 
 
-def measure(call, barrier, reduce_max, budget: float) -> float:
-    """Seconds per call: the largest over ranks of the median of 3 bursts."""
-    call()
-    call()
-    barrier()
-    start = time.perf_counter()
-    call()
-    once = max(reduce_max(time.perf_counter() - start), 1e-7)
-    iters = max(1, min(1000, int(budget / once)))
-    bursts = []
-    for _ in range(3):
+def measure(calls: dict, barrier, reduce_max, budget: float, rounds: int = 5) -> dict:
+    """Seconds per call of each of *calls* (name -> function): the largest
+    over ranks of the median of *rounds* bursts. The calls take turns, one
+    burst each per round, so that a machine whose speed drifts (a shared
+    host) slows them all alike and their order survives."""
+    iters = {}
+    for name, call in calls.items():
+        call()
+        call()
         barrier()
         start = time.perf_counter()
-        for _ in range(iters):
-            call()
-        bursts.append(reduce_max((time.perf_counter() - start) / iters))
-    return statistics.median(bursts)
+        call()
+        once = max(reduce_max(time.perf_counter() - start), 1e-7)
+        iters[name] = max(1, min(1000, int(budget / once)))
+    bursts = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            barrier()
+            start = time.perf_counter()
+            for _ in range(iters[name]):
+                call()
+            bursts[name].append(reduce_max((time.perf_counter() - start) / iters[name]))
+    return {name: statistics.median(b) for name, b in bursts.items()}
 
 
 def main(argv=None) -> int:
@@ -87,26 +93,28 @@ def main(argv=None) -> int:
     for collective in collectives:
         spec = SPECS[collective]
         params["algorithms"][collective], measured[collective] = {}, {}
-        for name in ALGORITHMS[collective]:
-            module = REGISTRY[collective][name]
-            samples = []
-            for size in sizes:
-                count = spec.blocks(size, 4, p)
-                bench = Bench(spec, np.float32, count, p, rank, 0, Op.SUM)
-                bench.fill()
-                n = count * 4
-                t = measure(lambda: spec.run(bench, comm, name, False), barrier, reduce_max,
-                            args.budget)
-                samples.append((module.steps(p), module.bytes_on_wire(n, p),
-                                module.reduce_bytes(n, p), t, n))
-            pieces = {piece: tuning.fit([s[:4] for s in samples if tuning.regime(s[4]) == piece],
+        names = ALGORITHMS[collective]
+        samples = {name: [] for name in names}
+        for size in sizes:
+            count = spec.blocks(size, 4, p)
+            bench = Bench(spec, np.float32, count, p, rank, 0, Op.SUM)
+            bench.fill()
+            n = count * 4
+            times = measure({name: (lambda name=name: spec.run(bench, comm, name, False))
+                             for name in names}, barrier, reduce_max, args.budget)
+            for name in names:
+                module = REGISTRY[collective][name]
+                samples[name].append((module.steps(p), module.bytes_on_wire(n, p),
+                                      module.reduce_bytes(n, p), times[name], n))
+        for name, points in samples.items():
+            pieces = {piece: tuning.fit([s[:4] for s in points if tuning.regime(s[4]) == piece],
                                         gamma)
                       for piece in ("small", "large")}
             params["algorithms"][collective][name] = pieces
-            measured[collective][name] = [(n, t) for *_, t, n in samples]
+            measured[collective][name] = [(n, t) for *_, t, n in points]
             say(f"{collective:>15} {name:<19} " + "  ".join(
                 f"{k}: alpha {a:.2e} beta {b:.2e}" for k, (a, b) in pieces.items()))
-            for (steps, wire, red, t, n) in samples:
+            for (steps, wire, red, t, n) in points:
                 alpha, beta = pieces[tuning.regime(n)]
                 model = steps * alpha + wire * beta + red * gamma
                 say(f"{'':>36}{n:>10} B  measured {t * 1e6:10.1f} us  model {model * 1e6:10.1f} us")

@@ -57,43 +57,43 @@ PIPELINED = {("broadcast", "pipeline"), ("scan", "linear")}
 # dtype's kernel cost relative to float32, and (alpha s, beta s/B) per
 # algorithm. scan and barrier have no target and are not calibrated.
 DEFAULT_PARAMS = {
-    "gamma": 3.15e-11,
-    "kernel_cost": {'float32': 1.0, 'float64': 1.0, 'float16': 1.69, 'bfloat16': 1.79, 'int32': 1.01, 'complex64': 1.0},
+    "gamma": 3.58e-11,
+    "kernel_cost": {'float32': 1.0, 'float64': 1.01, 'float16': 2.42, 'bfloat16': 1.8, 'int32': 0.99, 'complex64': 1.04},
     "algorithms": {
         "allreduce": {
-            "ring": {"small": (5.54e-06, 4.00e-10), "large": (4.59e-04, 1.06e-10)},
-            "recursive_doubling": {"small": (2.96e-06, 6.56e-11), "large": (0.00e+00, 1.19e-10)},
-            "rabenseifner": {"small": (6.12e-06, 4.19e-10), "large": (5.45e-04, 9.19e-11)},
-            "tree": {"small": (1.96e-06, 5.81e-10), "large": (1.01e-03, 1.37e-10)},
+            "ring": {"small": (8.54e-06, 1.34e-10), "large": (0.00e+00, 1.52e-10)},
+            "recursive_doubling": {"small": (3.59e-06, 1.17e-10), "large": (0.00e+00, 1.81e-10)},
+            "rabenseifner": {"small": (9.44e-06, 1.37e-10), "large": (0.00e+00, 1.53e-10)},
+            "tree": {"small": (2.40e-06, 2.78e-10), "large": (0.00e+00, 2.25e-10)},
         },
         "broadcast": {
-            "binomial": {"small": (1.30e-05, 8.00e-11), "large": (6.02e-05, 7.43e-11)},
-            "scatter_allgather": {"small": (9.37e-06, 5.26e-10), "large": (8.69e-04, 7.37e-11)},
-            "pipeline": {"small": (1.26e-05, 9.99e-11), "large": (1.00e-04, 7.03e-11)},
+            "binomial": {"small": (1.90e-05, 8.60e-11), "large": (0.00e+00, 7.26e-11)},
+            "scatter_allgather": {"small": (1.29e-05, 1.37e-10), "large": (0.00e+00, 9.38e-11)},
+            "pipeline": {"small": (1.66e-05, 8.84e-11), "large": (0.00e+00, 7.52e-11)},
         },
         "reduce": {
-            "binomial": {"small": (5.48e-06, 9.56e-11), "large": (1.44e-06, 1.07e-10)},
-            "rabenseifner": {"small": (5.62e-06, 2.91e-10), "large": (4.38e-04, 7.77e-11)},
+            "binomial": {"small": (5.47e-06, 6.78e-11), "large": (6.77e-05, 1.17e-10)},
+            "rabenseifner": {"small": (5.32e-06, 1.12e-10), "large": (1.93e-06, 1.25e-10)},
         },
         "allgather": {
-            "ring": {"small": (6.45e-06, 6.27e-10), "large": (5.81e-04, 2.79e-10)},
-            "recursive_doubling": {"small": (7.05e-06, 6.30e-10), "large": (6.08e-04, 2.46e-10)},
-            "bruck": {"small": (8.83e-06, 6.61e-10), "large": (4.98e-04, 3.02e-10)},
+            "ring": {"small": (6.50e-06, 6.57e-10), "large": (7.16e-04, 1.95e-10)},
+            "recursive_doubling": {"small": (7.05e-06, 6.66e-10), "large": (7.10e-04, 2.25e-10)},
+            "bruck": {"small": (8.91e-06, 7.93e-10), "large": (4.12e-04, 4.50e-10)},
         },
         "reduce_scatter": {
-            "ring": {"small": (7.02e-06, 1.16e-10), "large": (0.00e+00, 1.16e-10)},
-            "recursive_halving": {"small": (9.23e-06, 1.35e-10), "large": (0.00e+00, 1.51e-10)},
+            "ring": {"small": (7.25e-06, 1.72e-10), "large": (0.00e+00, 1.28e-10)},
+            "recursive_halving": {"small": (9.41e-06, 2.22e-10), "large": (0.00e+00, 1.85e-10)},
         },
         "gather": {
-            "binomial": {"small": (8.56e-06, 8.47e-11), "large": (0.00e+00, 1.25e-10)},
-            "linear": {"small": (7.24e-06, 8.74e-11), "large": (0.00e+00, 1.18e-10)},
+            "binomial": {"small": (8.53e-06, 1.21e-10), "large": (0.00e+00, 1.38e-10)},
+            "linear": {"small": (7.24e-06, 1.27e-10), "large": (0.00e+00, 1.37e-10)},
         },
         "scatter": {
-            "binomial": {"small": (1.60e-05, 1.17e-10), "large": (0.00e+00, 9.54e-11)},
-            "linear": {"small": (1.46e-05, 1.13e-10), "large": (2.64e-05, 9.59e-11)},
+            "binomial": {"small": (1.66e-05, 1.27e-10), "large": (0.00e+00, 1.53e-10)},
+            "linear": {"small": (1.54e-05, 1.32e-10), "large": (0.00e+00, 1.51e-10)},
         },
         "alltoall": {
-            "pairwise": {"small": (6.85e-06, 1.31e-10), "large": (0.00e+00, 1.34e-10)},
+            "pairwise": {"small": (7.29e-06, 1.28e-10), "large": (0.00e+00, 1.69e-10)},
         },
         "scan": {"recursive_doubling": {"small": (3.0e-06, 1.0e-10), "large": (1.0e-05, 2.0e-10)},
                  "linear": {"small": (6.0e-06, 1.2e-10), "large": (1.0e-05, 1.2e-10)}},
@@ -192,10 +192,14 @@ def load_params(library_version: str, p: int):
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    params = data.get("params")
+    return merge_params(data.get("params"))
+
+
+def merge_params(params):
+    """A calibration's parameters over the defaults (whatever it lacks keeps
+    its default), or None if it is not a calibration."""
     if not isinstance(params, dict) or not isinstance(params.get("algorithms"), dict):
         return None
-    # Whatever the file lacks keeps its default.
     merged = {"gamma": float(params.get("gamma", DEFAULT_PARAMS["gamma"])),
               "kernel_cost": {**DEFAULT_PARAMS["kernel_cost"], **params.get("kernel_cost", {})},
               "algorithms": {c: dict(algs) for c, algs in DEFAULT_PARAMS["algorithms"].items()}}

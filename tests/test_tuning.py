@@ -100,8 +100,9 @@ def test_calibration_writes_a_cache_the_communicator_loads(tmp_path, monkeypatch
     cache = tuning.cache_path(data["mpi"], 2)
     cache.parent.mkdir()
     cache.write_text(out.read_text())
-    proc = launch(2, ["-c", "import pycoll; c = pycoll.Communicator(); "
-                            "print('GAMMA', c.settings.params['gamma'])"],
+    # one os.write per rank: print() lines from two ranks can interleave
+    proc = launch(2, ["-c", "import os, pycoll; c = pycoll.Communicator(); "
+                            "os.write(1, f\"GAMMA {c.settings.params['gamma']}\\n\".encode())"],
                   timeout=120, env={"PYCOLL_TUNE_DIR": str(tmp_path / "cache")})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count(f"GAMMA {data['params']['gamma']}") == 2

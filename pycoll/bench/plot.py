@@ -36,7 +36,9 @@ def main(argv) -> int:
         for row in data["rows"]:
             if row["inplace"] or row["size"] == 0:
                 continue
-            label = f"{row['algorithm']} (p={meta['p']})" if len(args.files) > 1 else row["algorithm"]
+            label = row["algorithm"]
+            if len(args.files) > 1:
+                label += f" ({' '.join(meta['mpi'].split()[:2])}, p={meta['p']})"
             panels[(row["op"], row["dtype"])][label].append((row["size"], row["busbw"]))
     if not panels:
         parser.error("no out-of-place rows with a size above 0 in " + ", ".join(args.files))

@@ -1,0 +1,68 @@
+"""Small-message allreduce time, pycoll against native MPI, in alternating bursts.
+
+    mpiexec -n 2 python bench/latency.py [--bytes 8] [--rounds 25] [--json FILE]
+
+At 8 bytes a call takes a microsecond or two and a shared machine's noise
+is larger than the difference being measured, so native and pycoll take
+turns: one burst of 2000 calls each per round, the time of a burst being the
+largest over ranks of its mean. The result is the median over rounds of the
+per-round ratio pycoll / native, next to each side's median time.
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import pycoll
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bytes", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    comm = pycoll.Communicator()
+    world = MPI.COMM_WORLD.Dup()
+    x = np.ones(max(args.bytes // 4, 1), np.float32)
+    y = np.empty_like(x)
+
+    def burst(call):
+        world.Barrier()
+        start = time.perf_counter()
+        for _ in range(args.calls):
+            call()
+        return world.allreduce((time.perf_counter() - start) / args.calls, op=MPI.MAX)
+
+    native = lambda: world.Allreduce(x, y)                      # noqa: E731
+    mine = lambda: comm.allreduce(x, out=y)                     # noqa: E731
+    for _ in range(3):
+        burst(native)
+        burst(mine)
+    times = {"native": [], "pycoll": []}
+    for _ in range(args.rounds):
+        times["native"].append(burst(native))
+        times["pycoll"].append(burst(mine))
+    ratios = [m / n for n, m in zip(times["native"], times["pycoll"])]
+    result = {"mpi": " ".join(MPI.Get_library_version().split()[:3]), "p": comm.size,
+              "bytes": x.nbytes, "native_us": statistics.median(times["native"]) * 1e6,
+              "pycoll_us": statistics.median(times["pycoll"]) * 1e6,
+              "ratio": statistics.median(ratios), "rounds": args.rounds,
+              "transport": comm.transport_info}
+    if comm.rank == 0:
+        print(json.dumps(result))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(result, f, indent=1)
+    comm.free()
+    world.Free()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
