@@ -7,6 +7,7 @@ Collectives are algorithms over mpi4py point-to-point messages; the
 arithmetic runs in pycoll's Cython kernels. Importing pycoll does not import
 mpi4py.MPI: MPI is initialised on first use of a communicator.
 """
+from pycoll._async import Handle
 from pycoll._dtypes import Op
 from pycoll.api import (
     AVG, BAND, BOR, BXOR, MAX, MIN, PROD, SUM,
@@ -14,10 +15,13 @@ from pycoll.api import (
     reduce_scatter, scan, scatter,
 )
 
+from pycoll.fusion import assign_buckets
+from pycoll.fusion.manager import FusionManager
+
 __version__ = "0.1.0"
 
 __all__ = [
     "Communicator", "Op", "SUM", "PROD", "MAX", "MIN", "AVG", "BAND", "BOR", "BXOR",
     "allreduce", "broadcast", "reduce", "gather", "scatter", "allgather", "reduce_scatter",
-    "alltoall", "scan", "barrier",
+    "alltoall", "scan", "barrier", "FusionManager", "assign_buckets", "Handle",
 ]

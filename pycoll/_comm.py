@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from pycoll._async import Progress
 from pycoll._mpi import c_transport, mpi
 
 MAX_SEGMENT_BYTES = 1 << 30
@@ -99,6 +100,7 @@ class CommBase:
         self.settings = Settings()
         self.transport = None               # a pycoll._mpicall.Transport, or None
         self.transport_info = "mpi4py"
+        self._progress = Progress(f"rank{self.rank}")   # Note [Issue order] in _async.py
 
     def _use_settings(self, settings: Settings) -> None:
         """Adopt the agreed settings, and the C transport if they allow it."""
@@ -120,6 +122,7 @@ class CommBase:
     def free(self) -> None:
         """Release the private MPI communicator (a collective call). Idempotent."""
         if self._comm is not None:
+            self._progress.close()
             self._comm.Free()
             self._comm = None
             self.transport = None
@@ -150,6 +153,10 @@ class CommBase:
             part.Free()
 
     # -- per-call resources ---------------------------------------------
+
+    def _progress_call(self, run, name: str):
+        """Queue *run* behind every collective issued so far (a Handle)."""
+        return self._progress.call(run, name, async_op=True)
 
     def next_tag(self) -> int:
         """The tag of the next collective call (Note [Tag discipline])."""

@@ -108,7 +108,7 @@ def message(x, name: str = "x") -> Message:
     array = as_array(x, name)
     dtype = dtype_of(array.dtype, name)
     if not (array.flags.c_contiguous and array.flags.aligned):
-        array = _packed_copy(array)
+        array = packed_copy(array)
     return Message(array, dtype)
 
 
@@ -132,7 +132,7 @@ def new(shape: tuple, dtype: DType) -> Message:
     return Message(np.empty(shape, dtype.numpy), dtype)
 
 
-def _packed_copy(array: np.ndarray) -> np.ndarray:
+def packed_copy(array: np.ndarray) -> np.ndarray:
     """A C-contiguous copy of any layout (numpy's own copy of a bfloat16
     array goes element by element through the dtype's slow path)."""
     copy = np.empty(array.shape, array.dtype)

@@ -290,8 +290,8 @@ cdef class Lane:
 
 def allreduce(comm, x, op, algorithm, out, accumulate):
     """The lane of a repeated, plain allreduce; None for any other call."""
-    if type(x) is not ndarray or accumulate is not None:
-        return None
+    if type(x) is not ndarray or accumulate is not None or comm._progress._pending:
+        return None                         # queued calls first (Note [Issue order])
     try:
         plan = comm._plans.get(("allreduce", x.dtype, x.shape, op, algorithm, None))
     except TypeError:

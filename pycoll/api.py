@@ -64,45 +64,51 @@ class Communicator(CommBase):
         # rank 0 and rank 1 of 2: y = [3., 3., 3.]
 
     Every collective of this module exists as a method with the same
-    arguments, minus ``comm``.
+    arguments, minus ``comm``. Every collective takes ``async_op=True`` to
+    return a Handle at once (``wait()`` gives the result); collectives run
+    in the order they were issued (Note [Issue order] in _async.py).
     """
 
     def __init__(self, comm=None):
         super().__init__(comm)
         self._use_settings(_agree_settings(self))
 
-    def allreduce(self, x, op=SUM, algorithm="auto", out=None, accumulate=None):
-        result = _mpicall.allreduce(self, x, op, algorithm, out, accumulate)
-        if result is None:
-            result = _allreduce(self, x, op, algorithm, out, accumulate)
-        return result
+    def allreduce(self, x, op=SUM, algorithm="auto", out=None, accumulate=None, async_op=False):
+        if not async_op:
+            result = _mpicall.allreduce(self, x, op, algorithm, out, accumulate)
+            if result is not None:
+                return result
+        return _allreduce(self, x, op, algorithm, out, accumulate, async_op)
 
-    def broadcast(self, x, root=0, algorithm="auto"):
-        return broadcast(x, root, self, algorithm)
+    def broadcast(self, x, root=0, algorithm="auto", async_op=False):
+        return broadcast(x, root, self, algorithm, async_op)
 
-    def reduce(self, x, op=SUM, root=0, algorithm="auto", out=None, accumulate=None):
-        return reduce(x, op, root, self, algorithm, out, accumulate)
+    def reduce(self, x, op=SUM, root=0, algorithm="auto", out=None, accumulate=None,
+               async_op=False):
+        return reduce(x, op, root, self, algorithm, out, accumulate, async_op)
 
-    def gather(self, x, root=0, algorithm="auto", sizes=None, out=None):
-        return gather(x, root, self, algorithm, sizes, out)
+    def gather(self, x, root=0, algorithm="auto", sizes=None, out=None, async_op=False):
+        return gather(x, root, self, algorithm, sizes, out, async_op)
 
-    def scatter(self, x, root=0, algorithm="auto", out=None):
-        return scatter(x, root, self, algorithm, out)
+    def scatter(self, x, root=0, algorithm="auto", out=None, async_op=False):
+        return scatter(x, root, self, algorithm, out, async_op)
 
-    def allgather(self, x, algorithm="auto", sizes=None, out=None):
-        return allgather(x, self, algorithm, sizes, out)
+    def allgather(self, x, algorithm="auto", sizes=None, out=None, async_op=False):
+        return allgather(x, self, algorithm, sizes, out, async_op)
 
-    def reduce_scatter(self, x, op=SUM, algorithm="auto", out=None, accumulate=None):
-        return reduce_scatter(x, op, self, algorithm, out, accumulate)
+    def reduce_scatter(self, x, op=SUM, algorithm="auto", out=None, accumulate=None,
+                       async_op=False):
+        return reduce_scatter(x, op, self, algorithm, out, accumulate, async_op)
 
-    def alltoall(self, x, algorithm="auto", out=None):
-        return alltoall(x, self, algorithm, out)
+    def alltoall(self, x, algorithm="auto", out=None, async_op=False):
+        return alltoall(x, self, algorithm, out, async_op)
 
-    def scan(self, x, op=SUM, exclusive=False, algorithm="auto", out=None, accumulate=None):
-        return scan(x, op, self, exclusive, algorithm, out, accumulate)
+    def scan(self, x, op=SUM, exclusive=False, algorithm="auto", out=None, accumulate=None,
+             async_op=False):
+        return scan(x, op, self, exclusive, algorithm, out, accumulate, async_op)
 
-    def barrier(self):
-        return barrier(self)
+    def barrier(self, async_op=False):
+        return barrier(self, async_op)
 
 
 def _agree_settings(comm: Communicator) -> Settings:
@@ -255,11 +261,6 @@ def _array(x, name="x") -> np.ndarray:
     return x if type(x) is np.ndarray else _message.as_array(x, name)
 
 
-def _contiguous(x: np.ndarray) -> np.ndarray:
-    flags = x.flags
-    return x if flags.c_contiguous and flags.aligned else _message._packed_copy(x)
-
-
 def _bytes(a: np.ndarray) -> np.ndarray:
     """A flat uint8 view of a C-contiguous array (any dtype, 0-d included)."""
     return a.view(np.uint8) if a.ndim == 1 else a.reshape(-1).view(np.uint8)
@@ -329,11 +330,12 @@ def _reduction_args(collective: str, c, x: np.ndarray, op, algorithm, accumulate
 
 
 def _send_bytes(c, a: CollArgs, x: np.ndarray):
-    """This rank's input as the wire dtype: x's bytes, or x widened to
-    float32 in scratch under accumulate."""
+    """This rank's input as bytes of the wire dtype: x's own memory when it
+    is C-contiguous and aligned, else a packed copy; under accumulate, x
+    widened to float32 in scratch."""
     flags = x.flags
     if not (flags.c_contiguous and flags.aligned):
-        x = _message._packed_copy(x)
+        x = _message.packed_copy(x)
     send = x.view(np.uint8) if x.ndim == 1 else x.reshape(-1).view(np.uint8)
     if a.dtype is a.result:
         return send
@@ -449,7 +451,8 @@ def _root_header(x, check=None) -> tuple:
 # The collectives
 
 
-def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None):
+def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
+              async_op=False):
     """Reduce x elementwise over all ranks; every rank gets the result.
 
     Args:
@@ -471,29 +474,33 @@ def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None)
         pycoll.allreduce(x, op=pycoll.MAX)     # both:   [2, 4]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    result = _mpicall.allreduce(c, x, op, algorithm, out, accumulate)
-    if result is None:
-        result = _allreduce(c, x, op, algorithm, out, accumulate)
-    return result
+    if not async_op:
+        result = _mpicall.allreduce(c, x, op, algorithm, out, accumulate)
+        if result is not None:
+            return result
+    return _allreduce(c, x, op, algorithm, out, accumulate, async_op)
 
 
-def _allreduce(c, x, op, algorithm, out, accumulate):
+def _allreduce(c, x, op, algorithm, out, accumulate, async_op=False):
     x = _array(x)
     plan = _plan(c, ("allreduce", x.dtype, x.shape, op, algorithm, accumulate),
                  lambda: _reduction_args("allreduce", c, x, op, algorithm, accumulate))
     a = plan.args
-    send = _send_bytes(c, a, x)
     result, result_data, writeback = _result(out, a.shape, a.result)
-    if a.dtype is a.result:
-        send, data = _in_place(send, result_data, result, x)
-    else:
-        data = c.scratch("output", a.n)
-    plan.run(send=send, data=data)
-    _finish(a, data, result_data, c.size)
-    return _done(result, result_data, writeback, out)
+
+    def run():
+        send = _send_bytes(c, a, x)
+        if a.dtype is a.result:
+            send, data = _in_place(send, result_data, result, x)
+        else:
+            data = c.scratch("output", a.n)
+        plan.run(send=send, data=data)
+        _finish(a, data, result_data, c.size)
+        return _done(result, result_data, writeback, out)
+    return c._progress.call(run, "allreduce", async_op)
 
 
-def broadcast(x, root=0, comm=None, algorithm="auto"):
+def broadcast(x, root=0, comm=None, algorithm="auto", async_op=False):
     """Copy the root's x to every rank, in place.
 
     Args:
@@ -517,26 +524,29 @@ def broadcast(x, root=0, comm=None, algorithm="auto"):
     c = comm if type(comm) is Communicator else _comm_of(comm)
     root = _check_root(root, c.size)
     algorithm = _check_algorithm("broadcast", algorithm)
-    if c.rank == root:
-        header, msg = _root_header(x)
-        _header(c, root, header)
-        _broadcast_plan(c, msg.dtype, msg.shape, root, algorithm).run(data=msg.data)
-        return x
-    dtype, shape = _header(c, root)
-    problem, target = None, None
-    if x is None:
-        target = _message.new(shape, dtype)
-    else:
-        try:
-            target = _message.output(x, shape, dtype, name="x")
-        except (TypeError, ValueError) as exc:
-            problem = exc
+    header, msg = _root_header(x) if c.rank == root else (None, None)
+
+    def run():
+        if c.rank == root:
+            _header(c, root, header)
+            _broadcast_plan(c, msg.dtype, msg.shape, root, algorithm).run(data=msg.data)
+            return x
+        dtype, shape = _header(c, root)
+        problem, target = None, None
+        if x is None:
             target = _message.new(shape, dtype)
-    _broadcast_plan(c, dtype, shape, root, algorithm).run(data=target.data)
-    if problem is not None:
-        raise problem
-    result = target.finish()
-    return result if x is None else x
+        else:
+            try:
+                target = _message.output(x, shape, dtype, name="x")
+            except (TypeError, ValueError) as exc:
+                problem = exc
+                target = _message.new(shape, dtype)
+        _broadcast_plan(c, dtype, shape, root, algorithm).run(data=target.data)
+        if problem is not None:
+            raise problem
+        result = target.finish()
+        return result if x is None else x
+    return c._progress.call(run, "broadcast", async_op)
 
 
 def _broadcast_plan(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> Plan:
@@ -546,7 +556,8 @@ def _broadcast_plan(c, dtype: DType, shape: tuple, root: int, algorithm: str) ->
                                   shape=shape))
 
 
-def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=None):
+def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=None,
+           async_op=False):
     """Reduce x elementwise over all ranks onto the root.
 
     Args: as allreduce, plus ``root``; ``out`` is used on the root only.
@@ -566,18 +577,22 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
                  lambda: _reduction_args("reduce", c, x, op, algorithm, accumulate,
                                          root=_check_root(root, c.size)))
     a = plan.args
-    send = _send_bytes(c, a, x)
-    if c.rank != a.root:
-        plan.run(send=send, data=c.scratch("output", a.n))
-        return None
-    result, result_data, writeback = _result(out, a.shape, a.result)
-    if a.dtype is a.result:
-        send, data = _in_place(send, result_data, result, x)
-    else:
-        data = c.scratch("output", a.n)
-    plan.run(send=send, data=data)
-    _finish(a, data, result_data, c.size)
-    return _done(result, result_data, writeback, out)
+    if c.rank == a.root:
+        result, result_data, writeback = _result(out, a.shape, a.result)
+
+    def run():
+        send = _send_bytes(c, a, x)
+        if c.rank != a.root:
+            plan.run(send=send, data=c.scratch("output", a.n))
+            return None
+        if a.dtype is a.result:
+            send, data = _in_place(send, result_data, result, x)
+        else:
+            data = c.scratch("output", a.n)
+        plan.run(send=send, data=data)
+        _finish(a, data, result_data, c.size)
+        return _done(result, result_data, writeback, out)
+    return c._progress.call(run, "reduce", async_op)
 
 
 def _gather_args(collective: str, c, x: np.ndarray, algorithm, sizes, **more) -> CollArgs:
@@ -605,7 +620,7 @@ def _gather_args(collective: str, c, x: np.ndarray, algorithm, sizes, **more) ->
                     shape=(total, *shape[1:]), **more)
 
 
-def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None):
+def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_op=False):
     """Concatenate every rank's x along axis 0 on the root.
 
     Args:
@@ -630,16 +645,20 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None):
                  lambda: _gather_args("gather", c, x, algorithm, sizes,
                                       root=_check_root(root, c.size)))
     a = plan.args
-    send = _bytes(_contiguous(x))
-    if c.rank != a.root:
-        plan.run(send=send)
-        return None
-    result, result_data, writeback = _result(out, a.shape, a.dtype)
-    plan.run(send=send, out=result_data)
-    return _done(result, result_data, writeback, out)
+    if c.rank == a.root:
+        result, result_data, writeback = _result(out, a.shape, a.dtype)
+
+    def run():
+        send = _send_bytes(c, a, x)
+        if c.rank != a.root:
+            plan.run(send=send)
+            return None
+        plan.run(send=send, out=result_data)
+        return _done(result, result_data, writeback, out)
+    return c._progress.call(run, "gather", async_op)
 
 
-def allgather(x, comm=None, algorithm="auto", sizes=None, out=None):
+def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=False):
     """Concatenate every rank's x along axis 0, on every rank.
 
     Args: as gather, without root. algorithm: "auto", "ring",
@@ -655,12 +674,15 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None):
     plan = _plan(c, ("allgather", x.dtype, x.shape, algorithm, _hashable(sizes)),
                  lambda: _gather_args("allgather", c, x, algorithm, sizes))
     a = plan.args
-    send = _bytes(_contiguous(x))
     result, result_data, writeback = _result(out, a.shape, a.dtype)
-    start = sum(a.counts[:c.rank])
-    result_data[start:start + a.counts[c.rank]] = send
-    plan.run(send=send, out=result_data)
-    return _done(result, result_data, writeback, out)
+
+    def run():
+        send = _send_bytes(c, a, x)
+        start = sum(a.counts[:c.rank])
+        result_data[start:start + a.counts[c.rank]] = send
+        plan.run(send=send, out=result_data)
+        return _done(result, result_data, writeback, out)
+    return c._progress.call(run, "allgather", async_op)
 
 
 def _split_counts(shape: tuple, itemsize: int, parts: int) -> tuple:
@@ -673,7 +695,7 @@ def _block_shape(shape: tuple, parts: int, index: int) -> tuple:
     return (block(shape[0], parts, index)[1], *shape[1:])
 
 
-def scatter(x, root=0, comm=None, algorithm="auto", out=None):
+def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False):
     """Give rank i block i of the root's x (``np.array_split`` along axis 0).
 
     Args:
@@ -692,22 +714,25 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None):
     header, msg = None, None
     if c.rank == root:
         header, msg = _root_header(x, lambda m: _rows(m.shape, "scatter"))
-    dtype, shape = _header(c, root, header)
-    plan = _plan(c, ("scatter", dtype.name, shape, root, algorithm),
-                 lambda: _scatter_args(c, dtype, shape, root, algorithm))
-    a = plan.args
-    # A bad out (known only now, from the header) is raised after taking
-    # part, so that no other rank waits for this one forever.
-    problem = None
-    try:
-        result, result_data, writeback = _result(out, a.shape, dtype)
-    except (TypeError, ValueError) as exc:
-        problem = exc
-        result, result_data, writeback = _result(None, a.shape, dtype)
-    plan.run(send=None if msg is None else msg.data, out=result_data)
-    if problem is not None:
-        raise problem
-    return _done(result, result_data, writeback, out)
+
+    def run():
+        dtype, shape = _header(c, root, header)
+        plan = _plan(c, ("scatter", dtype.name, shape, root, algorithm),
+                     lambda: _scatter_args(c, dtype, shape, root, algorithm))
+        a = plan.args
+        # A bad out (known only now, from the header) is raised after taking
+        # part, so that no other rank waits for this one forever.
+        problem = None
+        try:
+            result, result_data, writeback = _result(out, a.shape, dtype)
+        except (TypeError, ValueError) as exc:
+            problem = exc
+            result, result_data, writeback = _result(None, a.shape, dtype)
+        plan.run(send=None if msg is None else msg.data, out=result_data)
+        if problem is not None:
+            raise problem
+        return _done(result, result_data, writeback, out)
+    return c._progress.call(run, "scatter", async_op)
 
 
 def _scatter_args(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> CollArgs:
@@ -716,7 +741,8 @@ def _scatter_args(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> C
                     shape=_block_shape(shape, c.size, c.rank))
 
 
-def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None):
+def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
+                   async_op=False):
     """Reduce x elementwise over all ranks; rank i gets block i of the result
     (``np.array_split`` along axis 0).
 
@@ -733,12 +759,15 @@ def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=
     plan = _plan(c, ("reduce_scatter", x.dtype, x.shape, op, algorithm, accumulate),
                  lambda: _reduce_scatter_args(c, x, op, algorithm, accumulate))
     a = plan.args
-    send = _send_bytes(c, a, x)
     result, result_data, writeback = _result(out, a.shape, a.result)
-    mine = result_data if a.dtype is a.result else c.scratch("block", a.counts[c.rank])
-    plan.run(send=send, data=c.scratch("output", sum(a.counts)), out=mine)
-    _finish(a, mine, result_data, c.size)
-    return _done(result, result_data, writeback, out)
+
+    def run():
+        send = _send_bytes(c, a, x)
+        mine = result_data if a.dtype is a.result else c.scratch("block", a.counts[c.rank])
+        plan.run(send=send, data=c.scratch("output", sum(a.counts)), out=mine)
+        _finish(a, mine, result_data, c.size)
+        return _done(result, result_data, writeback, out)
+    return c._progress.call(run, "reduce_scatter", async_op)
 
 
 def _reduce_scatter_args(c, x, op, algorithm, accumulate) -> CollArgs:
@@ -748,7 +777,7 @@ def _reduce_scatter_args(c, x, op, algorithm, accumulate) -> CollArgs:
                                shape=_block_shape(x.shape, c.size, c.rank))
 
 
-def alltoall(x, comm=None, algorithm="auto", out=None):
+def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False):
     """Send block j of x (``np.array_split`` along axis 0) to rank j; the
     blocks received are concatenated in rank order.
 
@@ -768,8 +797,11 @@ def alltoall(x, comm=None, algorithm="auto", out=None):
                  lambda: _alltoall_args(c, x, algorithm))
     a = plan.args
     result, result_data, writeback = _result(out, a.shape, a.dtype)
-    plan.run(send=_bytes(_contiguous(x)), out=result_data)
-    return _done(result, result_data, writeback, out)
+
+    def run():
+        plan.run(send=_send_bytes(c, a, x), out=result_data)
+        return _done(result, result_data, writeback, out)
+    return c._progress.call(run, "alltoall", async_op)
 
 
 def _alltoall_args(c, x, algorithm) -> CollArgs:
@@ -781,7 +813,8 @@ def _alltoall_args(c, x, algorithm) -> CollArgs:
                     shape=(own[0] * c.size, *own[1:]))
 
 
-def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accumulate=None):
+def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accumulate=None,
+         async_op=False):
     """Prefix reduction over ranks: rank i gets x_0 op ... op x_i.
 
     Args: as allreduce, plus ``exclusive`` (rank i gets x_0 op ... op x_{i-1};
@@ -798,16 +831,21 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
     plan = _plan(c, ("scan", x.dtype, x.shape, op, exclusive, algorithm, accumulate),
                  lambda: _scan_args(c, x, op, exclusive, algorithm, accumulate))
     a = plan.args
-    send = _send_bytes(c, a, x)
-    data = c.scratch("output", a.n)
-    if a.exclusive and c.rank == 0:
-        plan.run(send=send, data=data, out=c.scratch("block", a.n))
-        return None
-    result, result_data, writeback = _result(out, a.shape, a.result)
-    mine = result_data if a.dtype is a.result else c.scratch("block", a.n)
-    plan.run(send=send, data=data, out=mine)
-    _finish(a, mine, result_data, c.rank if a.exclusive else c.rank + 1)
-    return _done(result, result_data, writeback, out)
+    empty = a.exclusive and c.rank == 0
+    if not empty:
+        result, result_data, writeback = _result(out, a.shape, a.result)
+
+    def run():
+        send = _send_bytes(c, a, x)
+        data = c.scratch("output", a.n)
+        if empty:
+            plan.run(send=send, data=data, out=c.scratch("block", a.n))
+            return None
+        mine = result_data if a.dtype is a.result else c.scratch("block", a.n)
+        plan.run(send=send, data=data, out=mine)
+        _finish(a, mine, result_data, c.rank if a.exclusive else c.rank + 1)
+        return _done(result, result_data, writeback, out)
+    return c._progress.call(run, "scan", async_op)
 
 
 def _scan_args(c, x, op, exclusive, algorithm, accumulate) -> CollArgs:
@@ -816,7 +854,38 @@ def _scan_args(c, x, op, exclusive, algorithm, accumulate) -> CollArgs:
     return _reduction_args("scan", c, x, op, algorithm, accumulate, exclusive=bool(exclusive))
 
 
-def barrier(comm=None):
+def barrier(comm=None, async_op=False):
     """Return only when every rank of comm has entered the barrier."""
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    _plan(c, ("barrier",), lambda: CollArgs("barrier", "auto", 0, BY_NAME["uint8"])).run()
+    plan = _plan(c, ("barrier",), lambda: CollArgs("barrier", "auto", 0, BY_NAME["uint8"]))
+    return c._progress.call(plan.run, "barrier", async_op)
+
+
+def _fused_reduce_scatter(c, buf, counts: tuple, dtype: DType, op: Op, accumulate):
+    """Reduce-scatter a byte buffer laid out by rank (*counts*: bytes per
+    rank's region), for the FusionManager: returns this rank's region of the
+    reduction, as bytes of *dtype* (AVG divided, float32 rounded back)."""
+    work = _work_dtype(dtype, accumulate)
+    widen = work.itemsize // dtype.itemsize
+    wide_counts = tuple(k * widen for k in counts)
+    plan = _plan(c, ("fused_reduce_scatter", dtype.name, counts, op, accumulate),
+                 lambda: CollArgs("reduce_scatter", "auto", max(wide_counts), work, dtype, op,
+                                  counts=wide_counts))
+    send = buf
+    if work is not dtype:
+        send = c.scratch("input", len(buf) * widen)
+        convert(dtype.code, work.code, send, buf)
+    mine = c.scratch("block", wide_counts[c.rank])
+    plan.run(send=send, data=c.scratch("output", sum(wide_counts)), out=mine)
+    region = mine if work is dtype else c.scratch("region", counts[c.rank])
+    _finish(plan.args, mine, region, c.size)
+    return region
+
+
+def _fused_allgather(c, buf, counts: tuple, dtype: DType) -> None:
+    """Allgather in place a byte buffer laid out by rank (*counts*), this
+    rank's region already filled, for the FusionManager."""
+    plan = _plan(c, ("fused_allgather", dtype.name, counts),
+                 lambda: CollArgs("allgather", "auto", max(counts), dtype, dtype, counts=counts))
+    start = sum(counts[:c.rank])
+    plan.run(send=buf[start:start + counts[c.rank]], out=buf)

@@ -620,6 +620,174 @@ def group_silent(run):
         sys.exit(0)
 
 
+
+
+# ---------------------------------------------------------------------------
+# Async collectives and fusion
+
+
+def group_async(run):
+    """async_op=True on every collective: handles in issue order, results
+    equal to the blocking calls', blocking calls queued behind async ones."""
+    comm, p, r = run.comm, run.p, run.r
+    x = np.arange(12.0) * (r + 1)
+    handles = [
+        ("allreduce", comm.allreduce(x, async_op=True), x * 0 + np.arange(12.0) * p * (p + 1) / 2),
+        ("broadcast", comm.broadcast(np.arange(5.0) if r == 0 else None, async_op=True), np.arange(5.0)),
+        ("reduce", comm.reduce(x, root=p - 1, async_op=True),
+         np.arange(12.0) * p * (p + 1) / 2 if r == p - 1 else None),
+        ("gather", comm.gather(np.array([r]), root=0, async_op=True), np.arange(p) if r == 0 else None),
+        ("scatter", comm.scatter(np.arange(2 * p) if r == 0 else None, async_op=True),
+         np.arange(2 * p)[2 * r:2 * r + 2]),
+        ("allgather", comm.allgather(np.array([r, r]), async_op=True), np.repeat(np.arange(p), 2)),
+        ("reduce_scatter", comm.reduce_scatter(np.ones(2 * p), async_op=True), np.full(2, float(p))),
+        ("alltoall", comm.alltoall(np.arange(p) + 10 * r, async_op=True), np.arange(p) * 10 + r),
+        ("scan", comm.scan(np.array([r + 1]), async_op=True), np.array([(r + 1) * (r + 2) // 2])),
+        ("barrier", comm.barrier(async_op=True), None),
+    ]
+    # a blocking call issued now runs after all of them (issue order)
+    y = comm.allreduce(np.array([1.0]))
+    assert all(h.done() for _, h, _ in handles), "a blocking call overtook queued async calls"
+    run.check("blocking after async", y, np.array([float(p)]))
+    for name, h, expected in handles:
+        got = h.wait()
+        if expected is None:
+            assert got is None, f"{name}: {got!r}"
+        else:
+            run.check(f"async {name}", got, expected)
+    # many in flight, waited out of order
+    hs = [comm.allreduce(np.full(100, float(k + r)), async_op=True) for k in range(20)]
+    for k in reversed(range(20)):
+        run.check(f"async burst {k}", hs[k].wait(), np.full(100, float(k * p + p * (p - 1) / 2)))
+    # errors: bad input raises at the call, on the caller's thread
+    expect(TypeError, "MAX is not defined for complex64", comm.allreduce,
+           np.ones(2, np.complex64), "max", "auto", None, None, True)
+    # an async result is the same bits as the blocking one
+    z = sample("float32", 999, np.random.default_rng(r), special=True)
+    a, b = comm.allreduce(z, async_op=True).wait(), comm.allreduce(z)
+    run.check("async bits", a, b)
+    run.same_everywhere("async bits", a)
+
+
+def group_fusion(run):
+    comm, p, r = run.comm, run.p, run.r
+    from pycoll import FusionManager
+    rng = np.random.default_rng(7)                  # the same shapes on every rank
+    shapes = [tuple(rng.integers(1, 9, rng.integers(1, 3))) for _ in range(23)] + [(0,), (3, 0)]
+    for dtype in ("int32", "float32", "bfloat16", "float64"):
+        op = Op.SUM if dtype == "int32" else Op.AVG
+        def fresh():
+            return [rank_data(dtype, s, r, seed_of("fusion", dtype, k), Op.SUM) for k, s in enumerate(shapes)]
+        for mode in ("cap", "ids", "split", "big"):
+            arrays = fresh()
+            kwargs = {}
+            fm = FusionManager(op=op, comm=comm, bucket_bytes=64, inplace_bytes=1 << 30)
+            if mode == "ids":
+                kwargs["fusion"] = [k % 3 for k in range(len(shapes))]
+            elif mode == "split":
+                kwargs["split_indices"] = [5, 11]
+            elif mode == "big":
+                fm = FusionManager(op=op, comm=comm, bucket_bytes=1 << 20, inplace_bytes=64)
+            expected = [comm.allreduce(a, op=op) for a in fresh()]
+            got = fm.allreduce(arrays, **kwargs)
+            assert got is not None and all(g is a for g, a in zip(got, arrays))
+            for k, (g, e) in enumerate(zip(arrays, expected)):
+                # exact data: every order gives the same bits
+                run.check(f"fusion {dtype} {mode} {k}", g, e)
+                run.same_everywhere(f"fusion {dtype} {mode} {k}", g)
+            # a second call reuses the pack buffers and plans
+            again = fresh()
+            fm.allreduce(again, **kwargs)
+            for k, (g, e) in enumerate(zip(again, expected)):
+                run.check(f"fusion again {dtype} {mode} {k}", g, e)
+    # floats, random data: bitwise equal to the same algorithm on the flat buffer
+    arrays = [sample("float32", (37,), np.random.default_rng([r, k])) for k in range(6)]
+    flat = np.concatenate([a.ravel() for a in arrays])
+    for algo in ALGORITHMS["allreduce"]:
+        fm = FusionManager(comm=comm, algorithm=algo, bucket_bytes=1 << 20)
+        copies = [a.copy() for a in arrays]
+        fm.allreduce(copies)
+        reference = comm.allreduce(flat, algorithm=algo)
+        run.check(f"fusion flat {algo}", np.concatenate([c.ravel() for c in copies]), reference)
+    # accumulate carries through
+    halves = [np.full(5, 1.0 if r == 0 else 2.0 ** -9, BF16) for _ in range(3)]
+    FusionManager(comm=comm, accumulate="float32").allreduce(halves)
+    for h in halves:
+        run.check("fusion accumulate", h, np.full(5, F32(1.0) + F32(2.0 ** -9) * (p - 1), F32).astype(BF16))
+    # data-parallel: ready in reverse (as backward does), buckets in order
+    grads = [np.full(s, float(r + 1), np.float32) for s in [(3,), (40,), (5, 5), (2,), (100,)]]
+    fm = FusionManager(op=Op.AVG, comm=comm, bucket_bytes=128)
+    fm.register(grads)
+    for step in range(3):
+        for g in grads:
+            g[...] = (r + 1) * (step + 1)
+        order = list(reversed(range(len(grads))))
+        if r % 2:
+            order = order[1:] + order[:1]           # ranks differ in readiness order
+        for i in order:
+            fm.mark_ready(i)
+        fm.wait()
+        for g in grads:
+            run.check(f"data-parallel step {step}", g, np.full(g.shape, (step + 1) * (p + 1) / 2, np.float32))
+    # fused reduce_scatter and allgather: the ZeRO round trip
+    full = [rank_data("float64", s, r, seed_of("zero", k), Op.SUM) for k, s in
+            enumerate([(7,), (3, 4), (1,), (2 * p + 1, 2)])]
+    totals = [reduce_ranks(Op.SUM, [rank_data("float64", a.shape, i, seed_of("zero", k), Op.SUM)
+                                    for i in range(p)]) for k, a in enumerate(full)]
+    fm = FusionManager(comm=comm, bucket_bytes=100)
+    shards = fm.reduce_scatter(full)
+    for k, (s, t) in enumerate(zip(shards, totals)):
+        run.check(f"fused reduce_scatter {k}", s, np.array_split(t, p)[r])
+    out = [np.zeros_like(a) for a in full]
+    fm.allgather(shards, out)
+    for k, (o, t) in enumerate(zip(out, totals)):
+        run.check(f"fused allgather {k}", o, t)
+    # bad input, before any message
+    fm = FusionManager(comm=comm)
+    expect(TypeError, "fusion id 1 holds arrays of dtypes", fm.allreduce,
+           [np.ones(2, np.float32), np.ones(2)], [1, 1])
+    expect(ValueError, "fusion has 1 ids for 2 arrays", fm.allreduce, [np.ones(2), np.ones(2)], [1])
+    expect(ValueError, "fusion ids must be >= 0", fm.allreduce, [np.ones(2)], [-1])
+    expect(ValueError, "split_indices must increase", fm.allreduce, [np.ones(2)] * 3, None, [2, 1])
+    expect(TypeError, "AVG needs a floating", FusionManager(op=Op.AVG, comm=comm).allreduce,
+           [np.ones(2, np.int32)])
+    ro = np.ones(3)
+    ro.setflags(write=False)
+    expect(ValueError, "read-only", fm.allreduce, [ro])
+    expect(ValueError, "never marked ready", _unready, fm)
+    y = comm.allreduce(np.array([1.0]))
+    run.check("after fusion errors", y, np.array([float(p)]))
+
+
+def _unready(fm):
+    fm.register([np.ones(2), np.ones(3)])
+    fm.mark_ready(0)
+    return fm.wait()
+
+
+def group_overlap(run):
+    """The caller's work proceeds while buckets are in flight."""
+    import time
+    comm, p, r = run.comm, run.p, run.r
+    from pycoll import FusionManager
+    grads = [np.ones(1 << 18, np.float32) for _ in range(8)]         # 8 x 1 MiB
+    fm = FusionManager(comm=comm, bucket_bytes=2 << 20)
+    fm.register(grads)
+    start = time.perf_counter()
+    h = fm.allreduce_async(grads)
+    launched = time.perf_counter() - start
+    work = 0
+    while not h.done():
+        work += 1                                   # the caller runs while buckets fly
+        time.sleep(0.0005)
+    h.wait()
+    assert launched < 0.5, launched
+    assert work > 0, "allreduce_async returned only when the buckets were done"
+    for g in grads:
+        run.check("overlap result", g, np.full(g.shape, float(p), np.float32))
+    run.count += 1
+
+
 GROUPS = {
     "reductions": group_reductions,
     "movement": group_movement,
@@ -627,6 +795,9 @@ GROUPS = {
     "errors": group_errors,
     "settings": group_settings,
     "lane": group_lane,
+    "async": group_async,
+    "fusion": group_fusion,
+    "overlap": group_overlap,
     "fail": group_fail,
     "silent": group_silent,
 }

@@ -1,0 +1,160 @@
+"""Asynchronous collectives: one progress thread per communicator.
+
+Note [Issue order]: collectives must run in the same order on every rank.
+A call with ``async_op=True`` checks its arguments on the caller's thread
+(so bad input still raises before any message), then queues the rest of
+the call and returns a Handle. The communicator's progress thread runs the
+queue one call at a time, in the order the calls were issued. A blocking
+call issued while earlier calls are still queued joins the queue and waits
+for its turn; with nothing queued it runs on the caller's thread at once.
+So every rank runs its collectives in issue order, and the tags the calls
+take (Note [Tag discipline] in _comm.py) agree.
+
+Communication overlaps the caller's work because everything that blocks
+lets the GIL go: mpi4py's calls, the C calls of _mpicall.pyx and the
+reduction kernels (from 64 KiB up).
+
+Threads and MPI: the progress thread calls MPI while the caller's thread
+may too (its own mpi4py calls, a blocking pycoll call that found the queue
+empty), so asynchronous use needs MPI_THREAD_MULTIPLE, the level mpi4py
+asks for by default; the first async call checks it. What is thread-safe:
+issuing collectives on one communicator from one thread at a time (as MPI
+requires), waiting on handles from any thread. What is not: touching an
+async call's arrays before its handle's ``wait()`` returns.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+
+from pycoll._mpi import mpi
+
+
+class Handle:
+    """An asynchronous collective: ``wait()`` returns its result (or raises
+    its error), ``done()`` says whether it has finished."""
+
+    __slots__ = ("_event", "_result", "_error", "name")
+
+    def __init__(self, name: str = "collective"):
+        self._event = threading.Event()
+        self._result = None
+        self._error = None
+        self.name = name
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None):
+        """The result, once the call has run; TimeoutError if *timeout*
+        seconds pass first (the call itself goes on)."""
+        if not self._event.wait(timeout):
+            raise TimeoutError(f"{self.name} has not finished after {timeout} s")
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def _finish(self, result=None, error=None) -> None:
+        self._result, self._error = result, error
+        self._event.set()
+
+    def __repr__(self) -> str:
+        return f"<pycoll.Handle {self.name} {'done' if self.done() else 'pending'}>"
+
+
+class Progress:
+    """The queue and thread that run one communicator's collectives in
+    issue order (Note [Issue order])."""
+
+    def __init__(self, name: str):
+        self._name = name
+        self._queue: collections.deque = collections.deque()
+        self._cond = threading.Condition()
+        self._pending = 0                   # queued or running
+        self._thread = None
+        self._closed = False
+
+    def busy(self) -> bool:
+        return self._pending > 0
+
+    def submit(self, run, name: str) -> Handle:
+        """Queue *run* (a function of no arguments); its result goes to the Handle."""
+        handle = Handle(name)
+        with self._cond:
+            if self._closed:
+                raise ValueError("this Communicator has been freed")
+            if self._thread is None:
+                check_thread_level()
+                self._thread = threading.Thread(target=self._loop, name=f"pycoll-{self._name}",
+                                                daemon=True)
+                self._thread.start()
+            self._queue.append((run, handle))
+            self._pending += 1
+            self._cond.notify()
+        return handle
+
+    def on_thread(self) -> bool:
+        """Whether the caller is the progress thread itself (a queued task
+        that runs a collective: it runs there, in its turn)."""
+        return self._thread is not None and threading.current_thread() is self._thread
+
+    def call(self, run, name: str, async_op: bool):
+        """Run a collective: queued when async_op or when others are queued,
+        else at once on this thread."""
+        if self.on_thread():
+            if not async_op:
+                return run()
+            handle = Handle(name)
+            try:
+                handle._finish(run())
+            except BaseException as exc:
+                handle._finish(error=exc)
+            return handle
+        if async_op:
+            return self.submit(run, name)
+        if self._pending:
+            return self.submit(run, name).wait()
+        return run()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                run, handle = self._queue.popleft()
+            try:
+                result = run()
+            except BaseException as exc:      # handed to the waiter, never swallowed
+                handle._finish(error=exc)
+            else:
+                handle._finish(result)
+            finally:
+                with self._cond:
+                    self._pending -= 1
+                    self._cond.notify_all()
+
+    def drain(self) -> None:
+        """Wait until everything queued has run."""
+        with self._cond:
+            while self._pending:
+                self._cond.wait()
+
+    def close(self) -> None:
+        """Run what is queued, then stop the thread."""
+        self.drain()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+
+def check_thread_level() -> None:
+    MPI = mpi()
+    if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        raise RuntimeError(
+            "async collectives need MPI initialised with MPI_THREAD_MULTIPLE (mpi4py's default); "
+            f"this process has level {MPI.Query_thread()}. Leave mpi4py.rc.thread_level at "
+            "'multiple' or initialise MPI with it.")

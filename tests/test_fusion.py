@@ -1,0 +1,26 @@
+"""Async collectives and the FusionManager under mpiexec (see mpi_cases.py)."""
+import pytest
+
+from mpirun import run_ranks
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 7])
+def test_async_collectives(p):
+    """async_op=True on every collective: results, issue order, errors at the call."""
+    run_ranks(p, "async")
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 5, 8])
+def test_fusion_manager(p):
+    """Fused results equal unfused ones (bitwise); ids, split indices, caps,
+    big members in place; accumulate; data-parallel mark_ready in different
+    orders per rank; fused reduce_scatter/allgather; bad input."""
+    run_ranks(p, "fusion")
+
+
+@pytest.mark.parametrize("p", [2, 4])
+def test_overlap_is_real(p):
+    """The caller keeps running while buckets are in flight."""
+    run_ranks(p, "overlap")
