@@ -12,8 +12,9 @@ from pycoll._dtypes import Op
 from pycoll.api import (
     AVG, BAND, BOR, BXOR, MAX, MIN, PROD, SUM,
     Communicator, allgather, allreduce, alltoall, barrier, broadcast, gather, reduce,
-    reduce_scatter, scan, scatter,
+    reduce_scatter, scan, scatter, set_checks,
 )
+from pycoll.errors import CollectiveTimeout, MismatchError
 
 from pycoll.fusion import assign_buckets
 from pycoll.fusion.manager import FusionManager
@@ -23,5 +24,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Communicator", "Op", "SUM", "PROD", "MAX", "MIN", "AVG", "BAND", "BOR", "BXOR",
     "allreduce", "broadcast", "reduce", "gather", "scatter", "allgather", "reduce_scatter",
-    "alltoall", "scan", "barrier", "FusionManager", "assign_buckets", "Handle",
+    "alltoall", "scan", "barrier", "FusionManager", "assign_buckets", "Handle", "set_checks",
+    "MismatchError", "CollectiveTimeout",
 ]

@@ -37,12 +37,16 @@ class Settings:
                     pass their checks) or "mpi4py" (every call through mpi4py)
     params          the cost model's calibration (pycoll/tuning.py), or None
                     for its defaults
+    checks          PYCOLL_CHECKS=1: checks mode for every call (api.set_checks)
+    timeout         PYCOLL_TIMEOUT: seconds, the default deadline of a call
     """
 
     segment_bytes: int | None = None
     algorithms: dict = field(default_factory=dict)
     transport: str = "c"
     params: dict | None = None
+    checks: bool = False
+    timeout: float | None = None
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "Settings":
@@ -60,7 +64,17 @@ class Settings:
         transport = environ.get("PYCOLL_TRANSPORT", "c").strip().lower() or "c"
         if transport not in ("c", "mpi4py"):
             raise ValueError(f"PYCOLL_TRANSPORT={transport!r}: expected 'c' or 'mpi4py'")
-        return cls(segment, algorithms, transport)
+        checks = environ.get("PYCOLL_CHECKS", "").strip().lower()
+        if checks not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
+            raise ValueError(f"PYCOLL_CHECKS={checks!r}: expected 0 or 1")
+        timeout = environ.get("PYCOLL_TIMEOUT", "").strip()
+        try:
+            timeout = float(timeout) if timeout else None
+        except ValueError:
+            raise ValueError(f"PYCOLL_TIMEOUT={timeout!r} is not a number of seconds") from None
+        if timeout is not None and not timeout >= 0:
+            raise ValueError(f"PYCOLL_TIMEOUT={timeout} must be >= 0 seconds")
+        return cls(segment, algorithms, transport, None, checks in ("1", "true", "yes", "on"), timeout)
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
@@ -101,11 +115,14 @@ class CommBase:
         self.transport = None               # a pycoll._mpicall.Transport, or None
         self.transport_info = "mpi4py"
         self._progress = Progress(f"rank{self.rank}")   # Note [Issue order] in _async.py
+        self._broken = None                 # the CollectiveTimeout that broke this communicator
+        self._lane_settings = True
 
     def _use_settings(self, settings: Settings) -> None:
         """Adopt the agreed settings, and the C transport if they allow it."""
         self.settings = settings
         self._plans.clear()
+        self._lane_settings = not settings.checks and settings.timeout is None
         if settings.transport == "c":
             self.transport, reason = c_transport(self._comm)
             self.transport_info = reason if self.transport is not None else f"mpi4py ({reason})"
@@ -117,12 +134,34 @@ class CommBase:
     def _live(self):
         if self._comm is None:
             raise ValueError("this Communicator has been freed")
+        if self._broken is not None:
+            raise RuntimeError(f"this Communicator is broken since a collective timed out "
+                               f"({self._broken}); report it and end the job (comm.abort())")
         return self._comm
+
+    def _break(self, error) -> None:
+        """A call timed out: no later call can match its messages."""
+        self._broken = error
+        self._plans.clear()
+
+    @property
+    def broken(self):
+        """The CollectiveTimeout that broke this communicator, or None."""
+        return self._broken
+
+    def abort(self, errorcode: int = 1) -> None:
+        """End the whole job (MPI_Abort on this communicator). For the caller
+        after a CollectiveTimeout; pycoll itself never calls it."""
+        comm = self._comm
+        if comm is None:
+            raise ValueError("this Communicator has been freed")
+        comm.Abort(errorcode)
 
     def free(self) -> None:
         """Release the private MPI communicator (a collective call). Idempotent."""
         if self._comm is not None:
-            self._progress.close()
+            if self._broken is None:
+                self._progress.close()
             self._comm.Free()
             self._comm = None
             self.transport = None

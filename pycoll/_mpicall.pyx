@@ -180,14 +180,13 @@ cdef class Lane:
     """
 
     cdef Transport transport
-    cdef object base, shape, dtype, theirs
+    cdef object base, shape, dtype, scratch
     cdef pycoll_binary_loop loop
     cdef int code, nsteps, divisor
     cdef Py_ssize_t nbytes, count, align
     cdef int kinds[MAX_STEPS]
     cdef int peers[MAX_STEPS]
     cdef int lefts[MAX_STEPS]
-    cdef char *theirs_buf
 
     def __cinit__(self, base, Transport transport, steps, int op, int code, shape, dtype,
                   Py_ssize_t nbytes, int divisor):
@@ -206,17 +205,14 @@ cdef class Lane:
         for i, step in enumerate(steps):
             self.kinds[i], self.peers[i] = step[0], step[1]
             self.lefts[i] = step[2] if len(step) > 2 else 0
-        self.theirs = np.empty(max(nbytes, 1), np.uint8)
-        cdef Py_buffer t
-        PyObject_GetBuffer(self.theirs, &t, PyBUF_SIMPLE | PyBUF_WRITABLE)
-        self.theirs_buf = <char *>t.buf     # self.theirs keeps the memory alive
-        PyBuffer_Release(&t)
+        # The received partial lands in the communicator's scratch, borrowed
+        # per call: plans are many, one buffer per plan would add up.
+        self.scratch = base.scratch
 
-    cdef int execute(self, char *send, char *data, int tag) noexcept nogil:
+    cdef int execute(self, char *send, char *data, char *theirs, int tag) noexcept nogil:
         """The schedule: the partial starts in send and lives in data from
         its first receipt or reduction (as _schedule.execute)."""
         cdef char *mine = send
-        cdef char *theirs = self.theirs_buf
         cdef handle_t comm = self.transport.comm
         cdef int n = <int>self.nbytes
         cdef int i, rc = 0, peer
@@ -247,7 +243,7 @@ cdef class Lane:
 
     def run(self, x, out):
         """allreduce(x, out=out) in C, or None if the Python path must take it."""
-        cdef Py_buffer xb, ob
+        cdef Py_buffer xb, ob, tb
         cdef int rc, tag
         cdef char *xp
         cdef char *op
@@ -276,10 +272,15 @@ cdef class Lane:
                 if <uintptr_t>op % self.align:
                     return None
                 tag = self.base.next_tag()
-                with nogil:
-                    rc = self.execute(xp, op, tag)
-                    if rc == 0 and self.divisor:
-                        scale_buffer(self.code, op, op, self.divisor, self.count)
+                PyObject_GetBuffer(self.scratch("lane", self.nbytes), &tb,
+                                   PyBUF_SIMPLE | PyBUF_WRITABLE)
+                try:
+                    with nogil:
+                        rc = self.execute(xp, op, <char *>tb.buf, tag)
+                        if rc == 0 and self.divisor:
+                            scale_buffer(self.code, op, op, self.divisor, self.count)
+                finally:
+                    PyBuffer_Release(&tb)
             finally:
                 PyBuffer_Release(&ob)
         finally:

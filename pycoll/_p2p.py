@@ -7,9 +7,16 @@ kernels, never with MPI's reduction ops.
 
 Every transfer of n bytes is cut into segments of at most ``segment``
 bytes (the plan's, from the tuner); sender and receiver cut the same n the
-same way, so segment k matches segment k. Receiving and reducing is double-buffered:
-segment k+1 is already arriving while segment k is reduced. A transfer of
-0 bytes sends no message at all, on both sides.
+same way, so segment k matches segment k. Receiving and reducing is
+double-buffered: segment k+1 is already arriving while segment k is
+reduced. A transfer of 0 bytes sends no message at all, on both sides.
+
+A call with a deadline (``timeout=``) waits by testing its requests until
+they complete or the deadline passes; then it cancels what MPI lets it
+cancel (pending receives), marks the communicator broken and raises
+CollectiveTimeout naming the peer it was waiting for and the step it was
+at. Without a deadline, a message that fits in one segment is one blocking
+call, through C where the communicator has the C calls (_mpicall.pyx).
 
 Note [Bitwise-identical results]: every rank must end with the same bits,
 NaN payloads and signed zeros included, whatever the timing. The algorithms
@@ -23,20 +30,27 @@ order] in _kernels/src/kernels.h), never on timing or addresses.
 from __future__ import annotations
 
 import functools
+import time
 
 from pycoll._comm import MAX_SEGMENT_BYTES
 from pycoll._kernels.reduce import reduce as _reduce
 from pycoll._mpi import mpi
+from pycoll.errors import CollectiveTimeout
+
+SPIN = 2000            # deadline waits test this many times before sleeping between tests
+NAP = 50e-6
 
 
 class Channel:
     """Point-to-point steps of one collective call on one rank."""
 
-    __slots__ = ("comm", "tag", "segment", "op", "dtype", "reduce", "scratch", "_mpi", "_byte",
-                 "_c")
+    __slots__ = ("comm", "tag", "segment", "op", "dtype", "reduce", "scratch", "deadline", "step",
+                 "collective", "algorithm", "steps", "start", "_base", "_mpi", "_byte", "_c",
+                 "_peers")
 
     def __init__(self, base, tag: int, op: int = -1, dtype: int = -1,
                  segment: int = MAX_SEGMENT_BYTES):
+        self._base = base
         self.comm = base._live()
         self.tag = tag
         self.segment = segment
@@ -51,6 +65,15 @@ class Channel:
         # Single messages go through C calls when the communicator has them
         # (pycoll/_mpicall.pyx); segmented transfers always through mpi4py.
         self._c = base.transport
+        self._peers = {}                    # id(request) -> the rank it involves
+        self.begin(None, "collective", "?", 0)
+
+    def begin(self, deadline, collective: str, algorithm: str, steps: int) -> None:
+        """Start a call: its deadline (time.monotonic() value, or None) and
+        what a timeout message names."""
+        self.deadline, self.collective, self.algorithm, self.steps = deadline, collective, algorithm, steps
+        self.step = 0
+        self.start = time.monotonic()
 
     # -- building blocks ------------------------------------------------
 
@@ -59,28 +82,66 @@ class Channel:
         step = self.segment
         return [(lo, min(lo + step, nbytes)) for lo in range(0, nbytes, step)]
 
+    def _post(self, start, buf, peer: int) -> list:
+        byte, tag, peers = self._byte, self.tag, self._peers
+        requests = []
+        for lo, hi in self.segments(len(buf)):
+            request = start([buf[lo:hi], byte], peer, tag)
+            peers[id(request)] = peer
+            requests.append(request)
+        return requests
+
     def isend(self, buf, dest: int) -> list:
         """Start sending *buf* (segmented); returns the requests."""
-        byte, tag, comm = self._byte, self.tag, self.comm
-        return [comm.Isend([buf[lo:hi], byte], dest, tag) for lo, hi in self.segments(len(buf))]
+        return self._post(self.comm.Isend, buf, dest)
 
     def irecv(self, buf, source: int) -> list:
         """Start receiving into *buf* (segmented); returns the requests."""
-        byte, tag, comm = self._byte, self.tag, self.comm
-        return [comm.Irecv([buf[lo:hi], byte], source, tag) for lo, hi in self.segments(len(buf))]
+        return self._post(self.comm.Irecv, buf, source)
 
     def wait(self, requests: list) -> None:
-        if requests:
+        """Complete *requests*, by the deadline if the call has one."""
+        if not requests:
+            return
+        if self.deadline is None:
             self._mpi.Request.Waitall(requests)
+        else:
+            testall = self._mpi.Request.Testall
+            tries = 0
+            while not testall(requests):
+                tries += 1
+                if time.monotonic() > self.deadline:
+                    self._expire(requests)
+                if tries > SPIN:
+                    time.sleep(NAP)
+        for r in requests:
+            self._peers.pop(id(r), None)
+
+    def _expire(self, requests: list):
+        """The deadline has passed: cancel the pending receives, break the
+        communicator, raise CollectiveTimeout naming the first pending peer."""
+        pending = [r for r in requests if not r.Test()]
+        peer = self._peers.get(id(pending[0])) if pending else None
+        for r in pending:
+            try:
+                r.Cancel()                  # receives only, in effect: MPI 4 deprecates send cancel
+            except Exception:               # an MPI that refuses: the communicator is broken anyway
+                pass
+        self._peers.clear()
+        error = CollectiveTimeout(self.comm.Get_rank(), peer, self.collective, self.algorithm,
+                                  self.step, self.steps, time.monotonic() - self.start)
+        self._base._break(error)
+        raise error
 
     # -- the vocabulary -------------------------------------------------
-
-    # A transfer that fits in one segment is one blocking MPI call: at small
-    # sizes the Python around the call is most of the cost.
+    # A transfer that fits in one segment is one blocking MPI call when the
+    # call has no deadline: at small sizes the Python around the call is
+    # most of the cost.
 
     def send(self, buf, dest: int) -> None:
+        self.step += 1
         n = len(buf)
-        if 0 < n <= self.segment:
+        if 0 < n <= self.segment and self.deadline is None:
             if self._c is not None:
                 self._c.send(buf, dest, self.tag)
             else:
@@ -89,8 +150,9 @@ class Channel:
             self.wait(self.isend(buf, dest))
 
     def recv(self, buf, source: int) -> None:
+        self.step += 1
         n = len(buf)
-        if 0 < n <= self.segment:
+        if 0 < n <= self.segment and self.deadline is None:
             if self._c is not None:
                 self._c.recv(buf, source, self.tag)
             else:
@@ -100,18 +162,19 @@ class Channel:
 
     def sendrecv(self, sendbuf, dest: int, recvbuf, source: int) -> None:
         """Send to *dest* while receiving from *source* (either may be None)."""
+        self.step += 1
         ns = 0 if sendbuf is None else len(sendbuf)
         nr = 0 if recvbuf is None else len(recvbuf)
-        if 0 < ns <= self.segment and 0 < nr <= self.segment:
+        if 0 < ns <= self.segment and 0 < nr <= self.segment and self.deadline is None:
             self._sendrecv1(sendbuf, dest, recvbuf, source)
             return
-        reqs = self.irecv(recvbuf, source) if nr else []
+        requests = self.irecv(recvbuf, source) if nr else []
         if ns:
-            reqs += self.isend(sendbuf, dest)
-        self.wait(reqs)
+            requests += self.isend(sendbuf, dest)
+        self.wait(requests)
 
     def _sendrecv1(self, sendbuf, dest: int, recvbuf, source: int) -> None:
-        """One message each way (both fit in a segment)."""
+        """One message each way (both fit in a segment; no deadline)."""
         if self._c is not None:
             self._c.sendrecv(sendbuf, dest, recvbuf, source, self.tag)
         else:
@@ -120,10 +183,13 @@ class Channel:
 
     def sync(self, dest: int, source: int) -> None:
         """A zero-byte message to *dest* and one from *source* (barriers)."""
+        self.step += 1
         byte, tag, comm = self._byte, self.tag, self.comm
         empty = self.scratch("sync", 0)
-        self._mpi.Request.Waitall([comm.Irecv([empty, byte], source, tag),
-                                   comm.Isend([empty, byte], dest, tag)])
+        requests = [comm.Irecv([empty, byte], source, tag), comm.Isend([empty, byte], dest, tag)]
+        self._peers[id(requests[0])] = source
+        self._peers[id(requests[1])] = dest
+        self.wait(requests)
 
     def recv_reduce(self, acc, source: int, received_left: bool, out=None, keep=None) -> None:
         """out = received op acc (or acc op received), segment by segment.
@@ -151,6 +217,7 @@ class Channel:
             else:
                 self.reduce(out, acc, received)
             return
+        self.step += 1
         segs = self.segments(n)
         if keep is None:
             pair = self.scratch("recv", 2 * step)
@@ -162,14 +229,16 @@ class Channel:
         def post(k):
             lo, hi = segs[k]
             into = keep[lo:hi] if keep is not None else slots[k % 2][:hi - lo]
-            pending[k % 2] = (comm.Irecv([into, byte], source, tag), into)
+            request = comm.Irecv([into, byte], source, tag)
+            self._peers[id(request)] = source
+            pending[k % 2] = (request, into)
 
         post(0)
         if len(segs) > 1:
             post(1)
         for k, (lo, hi) in enumerate(segs):
             request, received = pending[k % 2]
-            request.Wait()
+            self.wait([request])
             if received_left:
                 reduce(out[lo:hi], received, acc[lo:hi])
             else:
@@ -177,7 +246,9 @@ class Channel:
             if k + 2 < len(segs):
                 post(k + 2)              # the slot of segment k is free again
             if dest is not None:
-                sends.append(comm.Isend([out[lo:hi], byte], dest, tag))
+                request = comm.Isend([out[lo:hi], byte], dest, tag)
+                self._peers[id(request)] = dest
+                sends.append(request)
         self.wait(sends)
 
     def sendrecv_reduce(self, sendbuf, dest: int, acc, source: int, received_left: bool,
@@ -185,7 +256,8 @@ class Channel:
         """Send *sendbuf* to *dest* while receiving from *source* and reducing
         with *acc* into *out* (default *acc*): one step of a ring reduce-scatter."""
         n = len(acc)
-        if 0 < n <= self.segment and 0 < len(sendbuf) <= self.segment:
+        if 0 < n <= self.segment and 0 < len(sendbuf) <= self.segment and self.deadline is None:
+            self.step += 1
             received = self.scratch("recv", n)
             self._sendrecv1(sendbuf, dest, received, source)
             out = acc if out is None else out
@@ -201,12 +273,11 @@ class Channel:
     def recv_copy_send(self, buf, source: int, dest) -> None:
         """Receive *buf* from *source*, forwarding each segment to *dest* as
         soon as it has arrived (a pipelined chain)."""
-        byte, tag, comm = self._byte, self.tag, self.comm
-        segs = self.segments(len(buf))
-        recvs = [comm.Irecv([buf[lo:hi], byte], source, tag) for lo, hi in segs]
+        self.step += 1
+        recvs = self.irecv(buf, source)
         sends = []
-        for request, (lo, hi) in zip(recvs, segs):
-            request.Wait()
+        for request, (lo, hi) in zip(recvs, self.segments(len(buf))):
+            self.wait([request])
             if dest is not None:
-                sends.append(comm.Isend([buf[lo:hi], byte], dest, tag))
+                sends += self._post(self.comm.Isend, buf[lo:hi], dest)
         self.wait(sends)

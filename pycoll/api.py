@@ -19,14 +19,21 @@ Conventions shared by every collective (DESIGN.md, "Public API"):
   rooted results are None off the root.
 - Argument errors raise before any message is sent: TypeError for types,
   dtypes and (op, dtype) pairs, ValueError for values.
+- Every call takes ``async_op=False`` (True: a Handle at once, Note [Issue
+  order] in _async.py) and ``timeout=None`` (seconds for the whole call,
+  else PYCOLL_TIMEOUT; on expiry CollectiveTimeout and a broken
+  communicator, errors.py). In checks mode (``set_checks``) the ranks first
+  agree on what they are calling.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import operator
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +47,7 @@ from pycoll._mpi import mpi
 from pycoll._p2p import Channel
 from pycoll.algorithms import ALGORITHMS, REGISTRY, Task
 from pycoll.algorithms.broadcast_binomial import binomial_broadcast
+from pycoll.errors import MismatchError
 
 SUM, PROD, MAX, MIN, AVG = Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.AVG
 BAND, BOR, BXOR = Op.BAND, Op.BOR, Op.BXOR
@@ -73,42 +81,58 @@ class Communicator(CommBase):
         super().__init__(comm)
         self._use_settings(_agree_settings(self))
 
-    def allreduce(self, x, op=SUM, algorithm="auto", out=None, accumulate=None, async_op=False):
-        if not async_op:
+    @property
+    def _lane_ready(self) -> bool:
+        """Whether plain allreduces may take the C lane: not while checks
+        mode or a default timeout wants every call on the checked path."""
+        return self._lane_settings and not _Switches.checks
+
+    def allreduce(self, x, op=SUM, algorithm="auto", out=None, accumulate=None, async_op=False,
+                  timeout=None):
+        if not async_op and timeout is None and self._lane_ready:
             result = _mpicall.allreduce(self, x, op, algorithm, out, accumulate)
             if result is not None:
                 return result
-        return _allreduce(self, x, op, algorithm, out, accumulate, async_op)
+        return _allreduce(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
-    def broadcast(self, x, root=0, algorithm="auto", async_op=False):
-        return broadcast(x, root, self, algorithm, async_op)
+    def broadcast(self, x, root=0, algorithm="auto", async_op=False,
+                  timeout=None):
+        return broadcast(x, root, self, algorithm, async_op, timeout)
 
     def reduce(self, x, op=SUM, root=0, algorithm="auto", out=None, accumulate=None,
-               async_op=False):
-        return reduce(x, op, root, self, algorithm, out, accumulate, async_op)
+               async_op=False,
+                  timeout=None):
+        return reduce(x, op, root, self, algorithm, out, accumulate, async_op, timeout)
 
-    def gather(self, x, root=0, algorithm="auto", sizes=None, out=None, async_op=False):
-        return gather(x, root, self, algorithm, sizes, out, async_op)
+    def gather(self, x, root=0, algorithm="auto", sizes=None, out=None, async_op=False,
+                  timeout=None):
+        return gather(x, root, self, algorithm, sizes, out, async_op, timeout)
 
-    def scatter(self, x, root=0, algorithm="auto", out=None, async_op=False):
-        return scatter(x, root, self, algorithm, out, async_op)
+    def scatter(self, x, root=0, algorithm="auto", out=None, async_op=False,
+                  timeout=None):
+        return scatter(x, root, self, algorithm, out, async_op, timeout)
 
-    def allgather(self, x, algorithm="auto", sizes=None, out=None, async_op=False):
-        return allgather(x, self, algorithm, sizes, out, async_op)
+    def allgather(self, x, algorithm="auto", sizes=None, out=None, async_op=False,
+                  timeout=None):
+        return allgather(x, self, algorithm, sizes, out, async_op, timeout)
 
     def reduce_scatter(self, x, op=SUM, algorithm="auto", out=None, accumulate=None,
-                       async_op=False):
-        return reduce_scatter(x, op, self, algorithm, out, accumulate, async_op)
+                       async_op=False,
+                  timeout=None):
+        return reduce_scatter(x, op, self, algorithm, out, accumulate, async_op, timeout)
 
-    def alltoall(self, x, algorithm="auto", out=None, async_op=False):
-        return alltoall(x, self, algorithm, out, async_op)
+    def alltoall(self, x, algorithm="auto", out=None, async_op=False,
+                  timeout=None):
+        return alltoall(x, self, algorithm, out, async_op, timeout)
 
     def scan(self, x, op=SUM, exclusive=False, algorithm="auto", out=None, accumulate=None,
-             async_op=False):
-        return scan(x, op, self, exclusive, algorithm, out, accumulate, async_op)
+             async_op=False,
+                  timeout=None):
+        return scan(x, op, self, exclusive, algorithm, out, accumulate, async_op, timeout)
 
-    def barrier(self, async_op=False):
-        return barrier(self, async_op)
+    def barrier(self, async_op=False,
+                  timeout=None):
+        return barrier(self, async_op, timeout)
 
 
 def _agree_settings(comm: Communicator) -> Settings:
@@ -202,16 +226,23 @@ class Plan:
         self.module = REGISTRY[args.collective][self.algorithm]
         op = args.op.kernel if args.op is not None else -1
         segment = tuning.segment(args.collective, self.algorithm, args.n, comm.size, comm.settings)
+        # A segment holds whole elements: a reduction cuts its vector only
+        # between them (PYCOLL_SEGMENT_BYTES may be any number).
+        item = args.dtype.itemsize
+        segment = max(item, segment - segment % item)
         self.channel = Channel(comm, 0, op, args.dtype.code, segment)
         self.task = Task(self.channel, comm.rank, comm.size, args.root, args.dtype.itemsize,
                          counts=args.counts, exclusive=args.exclusive)
         self.lane = _lane(comm, args, self.module, segment)
 
-    def run(self, send=None, data=None, out=None) -> None:
-        """One call: bind the byte views, take the next tag, run."""
+    def run(self, send=None, data=None, out=None, deadline=None) -> None:
+        """One call: bind the byte views, take the next tag, run (by
+        *deadline*, a time.monotonic() value, if given)."""
         t = self.task
         t.send, t.data, t.out = send, data, out
         self.channel.tag = self.comm.next_tag()
+        self.channel.begin(deadline, self.args.collective, self.algorithm,
+                           self.module.steps(self.comm.size))
         try:
             self.module.run(t)
         finally:
@@ -405,7 +436,7 @@ SHORT_DIMS = 5             # the binary header holds up to this many dimensions
 HEADER_OK, HEADER_LONG = 1, 2
 
 
-def _header(c, root: int, header=None) -> tuple:
+def _header(c, root: int, header, deadline, collective: str) -> tuple:
     """The root's (DType, shape), on every rank.
 
     One message of 8 int64 down a binomial tree: status, dtype code, ndim
@@ -421,6 +452,7 @@ def _header(c, root: int, header=None) -> tuple:
         else:
             word[:3 + len(shape)] = [HEADER_OK, BY_NAME[header["dtype"]].code, len(shape), *shape]
     channel = Channel(c, c.next_tag())
+    channel.begin(deadline, collective, "header", 1)
     binomial_broadcast(channel, word.view(np.uint8), root, c.rank, c.size)
     if word[0] == HEADER_LONG:
         header = _broadcast_json(c, header, root, sized=True)
@@ -449,10 +481,108 @@ def _root_header(x, check=None) -> tuple:
 
 # ---------------------------------------------------------------------------
 # The collectives
+#
+# Each is a prepare() that checks the arguments and returns the call's
+# record (what checks mode compares across ranks) and its run(deadline),
+# handed to _call: the one place for checks mode, deadlines, and async and
+# blocking dispatch.
 
 
-def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
-              async_op=False):
+class _Switches:
+    """Process-wide switches (pycoll.set_checks)."""
+
+    checks = False
+
+
+def set_checks(enabled: bool = True) -> None:
+    """Checks mode: before each collective the ranks agree on what they are
+    calling (collective, op, dtype, shape or trailing shape, root,
+    algorithm) and a mismatch raises MismatchError on every rank. Off by
+    default (PYCOLL_CHECKS=1 turns it on at Communicator creation); costs
+    nothing when off."""
+    _Switches.checks = bool(enabled)
+
+
+def _checks_on(c) -> bool:
+    return _Switches.checks or c.settings.checks
+
+
+def _timeout(c, timeout):
+    """The call's timeout in seconds (argument, else PYCOLL_TIMEOUT), or None."""
+    if timeout is None:
+        return c.settings.timeout
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number of seconds, got {type(timeout).__name__}")
+    if not timeout >= 0:
+        raise ValueError(f"timeout must be >= 0 seconds, got {timeout}")
+    return float(timeout)
+
+
+def _call(c, name: str, async_op: bool, timeout, prepare):
+    """Run one collective: prepare() checks its arguments (on this thread,
+    before any message, unless checks mode must first tell the other ranks)
+    and returns (record, run); run(deadline) is queued or called in issue
+    order (Note [Issue order] in _async.py)."""
+    seconds = _timeout(c, timeout)
+    if not _checks_on(c):
+        record, run = prepare()
+        return c._progress.call(lambda: run(_deadline(seconds)), name, async_op)
+
+    def checked():
+        deadline = _deadline(seconds)
+        try:
+            record, run = prepare()
+        except (TypeError, ValueError) as exc:
+            _agree(c, {"collective": name, "error": f"{type(exc).__name__}: {exc}"}, deadline, mine=exc)
+            raise
+        _agree(c, record, deadline)
+        return run(deadline)
+    return c._progress.call(checked, name, async_op)
+
+
+def _deadline(seconds):
+    return None if seconds is None else time.monotonic() + seconds
+
+
+RECORD_BYTES = 512
+
+
+def _agree(c, record: dict, deadline, mine=None) -> None:
+    """Checks mode: every rank's record of this call, on every rank (one
+    allgather of RECORD_BYTES per rank); MismatchError on every rank unless
+    all agree. *mine*: this rank's own argument error, raised by the caller
+    after the exchange when it is the only problem."""
+    text = json.dumps(record, sort_keys=True, default=str)
+    if len(text) > RECORD_BYTES:
+        digest = hashlib.sha1(text.encode()).hexdigest()
+        text = json.dumps({"collective": record.get("collective"), "digest": digest})
+    buf = np.zeros(RECORD_BYTES * c.size, np.uint8)
+    buf[c.rank * RECORD_BYTES:c.rank * RECORD_BYTES + len(text)] = np.frombuffer(text.encode(), np.uint8)
+    channel = Channel(c, c.next_tag())
+    channel.begin(deadline, record.get("collective", "?"), "checks", 1)
+    counts = (RECORD_BYTES,) * c.size
+    REGISTRY["allgather"]["bruck"].run(Task(channel, c.rank, c.size, send=None, out=buf, counts=counts))
+    records = {r: json.loads(bytes(buf[r * RECORD_BYTES:(r + 1) * RECORD_BYTES]).rstrip(b"\0").decode())
+               for r in range(c.size)}
+    if all(rec == records[0] for rec in records.values()):
+        return
+    if mine is not None and all(rec == records[c.rank] or "error" not in rec for rec in records.values()):
+        return                                  # only this rank erred: the caller raises its own error
+    fields = sorted({k for rec in records.values() for k in rec})
+    lines = [f"  rank {r}: " + ", ".join(f"{k}={rec.get(k, '-')}" for k in fields)
+             for r, rec in records.items()]
+    raise MismatchError(f"ranks disagree about {record.get('collective', 'the call')} "
+                        f"(checks mode):\n" + "\n".join(lines), records)
+
+
+def _reduction_record(name, x, op, algorithm, accumulate, **more) -> dict:
+    op = op.value if isinstance(op, Op) else op
+    return {"collective": name, "op": op, "dtype": str(x.dtype), "shape": list(x.shape),
+            "algorithm": algorithm, "accumulate": accumulate, **more}
+
+
+def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None, async_op=False,
+              timeout=None):
     """Reduce x elementwise over all ranks; every rank gets the result.
 
     Args:
@@ -474,33 +604,35 @@ def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
         pycoll.allreduce(x, op=pycoll.MAX)     # both:   [2, 4]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op:
+    if not async_op and timeout is None and c._lane_ready:
         result = _mpicall.allreduce(c, x, op, algorithm, out, accumulate)
         if result is not None:
             return result
-    return _allreduce(c, x, op, algorithm, out, accumulate, async_op)
+    return _allreduce(c, x, op, algorithm, out, accumulate, async_op, timeout)
 
 
-def _allreduce(c, x, op, algorithm, out, accumulate, async_op=False):
-    x = _array(x)
-    plan = _plan(c, ("allreduce", x.dtype, x.shape, op, algorithm, accumulate),
-                 lambda: _reduction_args("allreduce", c, x, op, algorithm, accumulate))
-    a = plan.args
-    result, result_data, writeback = _result(out, a.shape, a.result)
+def _allreduce(c, x, op, algorithm, out, accumulate, async_op=False, timeout=None):
+    def prepare():
+        xa = _array(x)
+        plan = _plan(c, ("allreduce", xa.dtype, xa.shape, op, algorithm, accumulate),
+                     lambda: _reduction_args("allreduce", c, xa, op, algorithm, accumulate))
+        a = plan.args
+        result, result_data, writeback = _result(out, a.shape, a.result)
 
-    def run():
-        send = _send_bytes(c, a, x)
-        if a.dtype is a.result:
-            send, data = _in_place(send, result_data, result, x)
-        else:
-            data = c.scratch("output", a.n)
-        plan.run(send=send, data=data)
-        _finish(a, data, result_data, c.size)
-        return _done(result, result_data, writeback, out)
-    return c._progress.call(run, "allreduce", async_op)
+        def run(deadline):
+            send = _send_bytes(c, a, xa)
+            if a.dtype is a.result:
+                send, data = _in_place(send, result_data, result, xa)
+            else:
+                data = c.scratch("output", a.n)
+            plan.run(send=send, data=data, deadline=deadline)
+            _finish(a, data, result_data, c.size)
+            return _done(result, result_data, writeback, out)
+        return _reduction_record("allreduce", xa, op, algorithm, accumulate), run
+    return _call(c, "allreduce", async_op, timeout, prepare)
 
 
-def broadcast(x, root=0, comm=None, algorithm="auto", async_op=False):
+def broadcast(x, root=0, comm=None, algorithm="auto", async_op=False, timeout=None):
     """Copy the root's x to every rank, in place.
 
     Args:
@@ -522,31 +654,34 @@ def broadcast(x, root=0, comm=None, algorithm="auto", async_op=False):
     read-only) still takes part, then raises.
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    root = _check_root(root, c.size)
-    algorithm = _check_algorithm("broadcast", algorithm)
-    header, msg = _root_header(x) if c.rank == root else (None, None)
 
-    def run():
-        if c.rank == root:
-            _header(c, root, header)
-            _broadcast_plan(c, msg.dtype, msg.shape, root, algorithm).run(data=msg.data)
-            return x
-        dtype, shape = _header(c, root)
-        problem, target = None, None
-        if x is None:
-            target = _message.new(shape, dtype)
-        else:
-            try:
-                target = _message.output(x, shape, dtype, name="x")
-            except (TypeError, ValueError) as exc:
-                problem = exc
+    def prepare():
+        r = _check_root(root, c.size)
+        alg = _check_algorithm("broadcast", algorithm)
+        header, msg = _root_header(x) if c.rank == r else (None, None)
+
+        def run(deadline):
+            if c.rank == r:
+                _header(c, r, header, deadline, "broadcast")
+                _broadcast_plan(c, msg.dtype, msg.shape, r, alg).run(data=msg.data, deadline=deadline)
+                return x
+            dtype, shape = _header(c, r, None, deadline, "broadcast")
+            problem, target = None, None
+            if x is None:
                 target = _message.new(shape, dtype)
-        _broadcast_plan(c, dtype, shape, root, algorithm).run(data=target.data)
-        if problem is not None:
-            raise problem
-        result = target.finish()
-        return result if x is None else x
-    return c._progress.call(run, "broadcast", async_op)
+            else:
+                try:
+                    target = _message.output(x, shape, dtype, name="x")
+                except (TypeError, ValueError) as exc:
+                    problem = exc
+                    target = _message.new(shape, dtype)
+            _broadcast_plan(c, dtype, shape, r, alg).run(data=target.data, deadline=deadline)
+            if problem is not None:
+                raise problem
+            result = target.finish()
+            return result if x is None else x
+        return {"collective": "broadcast", "root": r, "algorithm": alg}, run
+    return _call(c, "broadcast", async_op, timeout, prepare)
 
 
 def _broadcast_plan(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> Plan:
@@ -557,7 +692,7 @@ def _broadcast_plan(c, dtype: DType, shape: tuple, root: int, algorithm: str) ->
 
 
 def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=None,
-           async_op=False):
+           async_op=False, timeout=None):
     """Reduce x elementwise over all ranks onto the root.
 
     Args: as allreduce, plus ``root``; ``out`` is used on the root only.
@@ -572,27 +707,37 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce(x, root=1)                # rank 0: None     rank 1: [3, 6]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    x = _array(x)
-    plan = _plan(c, ("reduce", x.dtype, x.shape, op, root, algorithm, accumulate),
-                 lambda: _reduction_args("reduce", c, x, op, algorithm, accumulate,
-                                         root=_check_root(root, c.size)))
-    a = plan.args
-    if c.rank == a.root:
-        result, result_data, writeback = _result(out, a.shape, a.result)
 
-    def run():
-        send = _send_bytes(c, a, x)
-        if c.rank != a.root:
-            plan.run(send=send, data=c.scratch("output", a.n))
-            return None
-        if a.dtype is a.result:
-            send, data = _in_place(send, result_data, result, x)
-        else:
-            data = c.scratch("output", a.n)
-        plan.run(send=send, data=data)
-        _finish(a, data, result_data, c.size)
-        return _done(result, result_data, writeback, out)
-    return c._progress.call(run, "reduce", async_op)
+    def prepare():
+        xa = _array(x)
+        plan = _plan(c, ("reduce", xa.dtype, xa.shape, op, root, algorithm, accumulate),
+                     lambda: _reduction_args("reduce", c, xa, op, algorithm, accumulate,
+                                             root=_check_root(root, c.size)))
+        a = plan.args
+        if c.rank == a.root:
+            result, result_data, writeback = _result(out, a.shape, a.result)
+
+        def run(deadline):
+            send = _send_bytes(c, a, xa)
+            if c.rank != a.root:
+                plan.run(send=send, data=c.scratch("output", a.n), deadline=deadline)
+                return None
+            if a.dtype is a.result:
+                send, data = _in_place(send, result_data, result, xa)
+            else:
+                data = c.scratch("output", a.n)
+            plan.run(send=send, data=data, deadline=deadline)
+            _finish(a, data, result_data, c.size)
+            return _done(result, result_data, writeback, out)
+        return _reduction_record("reduce", xa, op, algorithm, accumulate, root=a.root), run
+    return _call(c, "reduce", async_op, timeout, prepare)
+
+
+def _gather_record(name, x, sizes, algorithm, **more) -> dict:
+    shape = list(x.shape or (1,))
+    return {"collective": name, "dtype": str(x.dtype), "algorithm": algorithm, **more,
+            "shape": shape if sizes is None else ["*"] + shape[1:],
+            "sizes": None if sizes is None else [int(s) for s in sizes]}
 
 
 def _gather_args(collective: str, c, x: np.ndarray, algorithm, sizes, **more) -> CollArgs:
@@ -620,7 +765,18 @@ def _gather_args(collective: str, c, x: np.ndarray, algorithm, sizes, **more) ->
                     shape=(total, *shape[1:]), **more)
 
 
-def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_op=False):
+def _split_counts(shape: tuple, itemsize: int, parts: int) -> tuple:
+    """Bytes of each block of np.array_split(·, parts, axis=0)."""
+    rows, row = _rows(shape, "splitting along axis 0")
+    return tuple(block(rows, parts, i)[1] * row * itemsize for i in range(parts))
+
+
+def _block_shape(shape: tuple, parts: int, index: int) -> tuple:
+    return (block(shape[0], parts, index)[1], *shape[1:])
+
+
+def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_op=False,
+           timeout=None):
     """Concatenate every rank's x along axis 0 on the root.
 
     Args:
@@ -640,25 +796,28 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_o
         pycoll.gather(x, root=0, sizes=[1, 2])          # rank 0: [0, 1, 1]  rank 1: None
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    x = _array(x)
-    plan = _plan(c, ("gather", x.dtype, x.shape, root, algorithm, _hashable(sizes)),
-                 lambda: _gather_args("gather", c, x, algorithm, sizes,
-                                      root=_check_root(root, c.size)))
-    a = plan.args
-    if c.rank == a.root:
-        result, result_data, writeback = _result(out, a.shape, a.dtype)
 
-    def run():
-        send = _send_bytes(c, a, x)
-        if c.rank != a.root:
-            plan.run(send=send)
-            return None
-        plan.run(send=send, out=result_data)
-        return _done(result, result_data, writeback, out)
-    return c._progress.call(run, "gather", async_op)
+    def prepare():
+        xa = _array(x)
+        plan = _plan(c, ("gather", xa.dtype, xa.shape, root, algorithm, _hashable(sizes)),
+                     lambda: _gather_args("gather", c, xa, algorithm, sizes,
+                                          root=_check_root(root, c.size)))
+        a = plan.args
+        if c.rank == a.root:
+            result, result_data, writeback = _result(out, a.shape, a.dtype)
+
+        def run(deadline):
+            send = _send_bytes(c, a, xa)
+            if c.rank != a.root:
+                plan.run(send=send, deadline=deadline)
+                return None
+            plan.run(send=send, out=result_data, deadline=deadline)
+            return _done(result, result_data, writeback, out)
+        return _gather_record("gather", xa, sizes, algorithm, root=a.root), run
+    return _call(c, "gather", async_op, timeout, prepare)
 
 
-def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=False):
+def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=False, timeout=None):
     """Concatenate every rank's x along axis 0, on every rank.
 
     Args: as gather, without root. algorithm: "auto", "ring",
@@ -670,32 +829,25 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
         pycoll.allgather(x)               # both:   [0, 0, 1, 1]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    x = _array(x)
-    plan = _plan(c, ("allgather", x.dtype, x.shape, algorithm, _hashable(sizes)),
-                 lambda: _gather_args("allgather", c, x, algorithm, sizes))
-    a = plan.args
-    result, result_data, writeback = _result(out, a.shape, a.dtype)
 
-    def run():
-        send = _send_bytes(c, a, x)
-        start = sum(a.counts[:c.rank])
-        result_data[start:start + a.counts[c.rank]] = send
-        plan.run(send=send, out=result_data)
-        return _done(result, result_data, writeback, out)
-    return c._progress.call(run, "allgather", async_op)
+    def prepare():
+        xa = _array(x)
+        plan = _plan(c, ("allgather", xa.dtype, xa.shape, algorithm, _hashable(sizes)),
+                     lambda: _gather_args("allgather", c, xa, algorithm, sizes))
+        a = plan.args
+        result, result_data, writeback = _result(out, a.shape, a.dtype)
 
-
-def _split_counts(shape: tuple, itemsize: int, parts: int) -> tuple:
-    """Bytes of each block of np.array_split(·, parts, axis=0)."""
-    rows, row = _rows(shape, "splitting along axis 0")
-    return tuple(block(rows, parts, i)[1] * row * itemsize for i in range(parts))
+        def run(deadline):
+            send = _send_bytes(c, a, xa)
+            start = sum(a.counts[:c.rank])
+            result_data[start:start + a.counts[c.rank]] = send
+            plan.run(send=send, out=result_data, deadline=deadline)
+            return _done(result, result_data, writeback, out)
+        return _gather_record("allgather", xa, sizes, algorithm), run
+    return _call(c, "allgather", async_op, timeout, prepare)
 
 
-def _block_shape(shape: tuple, parts: int, index: int) -> tuple:
-    return (block(shape[0], parts, index)[1], *shape[1:])
-
-
-def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False):
+def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, timeout=None):
     """Give rank i block i of the root's x (``np.array_split`` along axis 0).
 
     Args:
@@ -709,30 +861,33 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False):
         pycoll.scatter(x, root=0)                 # rank 0: [0, 1, 2]  rank 1: [3, 4]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    root = _check_root(root, c.size)
-    algorithm = _check_algorithm("scatter", algorithm)
-    header, msg = None, None
-    if c.rank == root:
-        header, msg = _root_header(x, lambda m: _rows(m.shape, "scatter"))
 
-    def run():
-        dtype, shape = _header(c, root, header)
-        plan = _plan(c, ("scatter", dtype.name, shape, root, algorithm),
-                     lambda: _scatter_args(c, dtype, shape, root, algorithm))
-        a = plan.args
-        # A bad out (known only now, from the header) is raised after taking
-        # part, so that no other rank waits for this one forever.
-        problem = None
-        try:
-            result, result_data, writeback = _result(out, a.shape, dtype)
-        except (TypeError, ValueError) as exc:
-            problem = exc
-            result, result_data, writeback = _result(None, a.shape, dtype)
-        plan.run(send=None if msg is None else msg.data, out=result_data)
-        if problem is not None:
-            raise problem
-        return _done(result, result_data, writeback, out)
-    return c._progress.call(run, "scatter", async_op)
+    def prepare():
+        r = _check_root(root, c.size)
+        alg = _check_algorithm("scatter", algorithm)
+        header, msg = None, None
+        if c.rank == r:
+            header, msg = _root_header(x, lambda m: _rows(m.shape, "scatter"))
+
+        def run(deadline):
+            dtype, shape = _header(c, r, header, deadline, "scatter")
+            plan = _plan(c, ("scatter", dtype.name, shape, r, alg),
+                         lambda: _scatter_args(c, dtype, shape, r, alg))
+            a = plan.args
+            # A bad out (known only now, from the header) is raised after taking
+            # part, so that no other rank waits for this one forever.
+            problem = None
+            try:
+                result, result_data, writeback = _result(out, a.shape, dtype)
+            except (TypeError, ValueError) as exc:
+                problem = exc
+                result, result_data, writeback = _result(None, a.shape, dtype)
+            plan.run(send=None if msg is None else msg.data, out=result_data, deadline=deadline)
+            if problem is not None:
+                raise problem
+            return _done(result, result_data, writeback, out)
+        return {"collective": "scatter", "root": r, "algorithm": alg}, run
+    return _call(c, "scatter", async_op, timeout, prepare)
 
 
 def _scatter_args(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> CollArgs:
@@ -742,7 +897,7 @@ def _scatter_args(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> C
 
 
 def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
-                   async_op=False):
+                   async_op=False, timeout=None):
     """Reduce x elementwise over all ranks; rank i gets block i of the result
     (``np.array_split`` along axis 0).
 
@@ -755,19 +910,22 @@ def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce_scatter(x)          # rank 0: [0, 3]         rank 1: [6, 9]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    x = _array(x)
-    plan = _plan(c, ("reduce_scatter", x.dtype, x.shape, op, algorithm, accumulate),
-                 lambda: _reduce_scatter_args(c, x, op, algorithm, accumulate))
-    a = plan.args
-    result, result_data, writeback = _result(out, a.shape, a.result)
 
-    def run():
-        send = _send_bytes(c, a, x)
-        mine = result_data if a.dtype is a.result else c.scratch("block", a.counts[c.rank])
-        plan.run(send=send, data=c.scratch("output", sum(a.counts)), out=mine)
-        _finish(a, mine, result_data, c.size)
-        return _done(result, result_data, writeback, out)
-    return c._progress.call(run, "reduce_scatter", async_op)
+    def prepare():
+        xa = _array(x)
+        plan = _plan(c, ("reduce_scatter", xa.dtype, xa.shape, op, algorithm, accumulate),
+                     lambda: _reduce_scatter_args(c, xa, op, algorithm, accumulate))
+        a = plan.args
+        result, result_data, writeback = _result(out, a.shape, a.result)
+
+        def run(deadline):
+            send = _send_bytes(c, a, xa)
+            mine = result_data if a.dtype is a.result else c.scratch("block", a.counts[c.rank])
+            plan.run(send=send, data=c.scratch("output", sum(a.counts)), out=mine, deadline=deadline)
+            _finish(a, mine, result_data, c.size)
+            return _done(result, result_data, writeback, out)
+        return _reduction_record("reduce_scatter", xa, op, algorithm, accumulate), run
+    return _call(c, "reduce_scatter", async_op, timeout, prepare)
 
 
 def _reduce_scatter_args(c, x, op, algorithm, accumulate) -> CollArgs:
@@ -777,7 +935,7 @@ def _reduce_scatter_args(c, x, op, algorithm, accumulate) -> CollArgs:
                                shape=_block_shape(x.shape, c.size, c.rank))
 
 
-def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False):
+def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=None):
     """Send block j of x (``np.array_split`` along axis 0) to rank j; the
     blocks received are concatenated in rank order.
 
@@ -792,16 +950,20 @@ def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False):
         pycoll.alltoall(x)                   # rank 0: [10, 20]   rank 1: [11, 21]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    x = _array(x)
-    plan = _plan(c, ("alltoall", x.dtype, x.shape, algorithm),
-                 lambda: _alltoall_args(c, x, algorithm))
-    a = plan.args
-    result, result_data, writeback = _result(out, a.shape, a.dtype)
 
-    def run():
-        plan.run(send=_send_bytes(c, a, x), out=result_data)
-        return _done(result, result_data, writeback, out)
-    return c._progress.call(run, "alltoall", async_op)
+    def prepare():
+        xa = _array(x)
+        plan = _plan(c, ("alltoall", xa.dtype, xa.shape, algorithm),
+                     lambda: _alltoall_args(c, xa, algorithm))
+        a = plan.args
+        result, result_data, writeback = _result(out, a.shape, a.dtype)
+
+        def run(deadline):
+            plan.run(send=_send_bytes(c, a, xa), out=result_data, deadline=deadline)
+            return _done(result, result_data, writeback, out)
+        return {"collective": "alltoall", "dtype": str(xa.dtype), "shape": list(xa.shape),
+                "algorithm": algorithm}, run
+    return _call(c, "alltoall", async_op, timeout, prepare)
 
 
 def _alltoall_args(c, x, algorithm) -> CollArgs:
@@ -814,7 +976,7 @@ def _alltoall_args(c, x, algorithm) -> CollArgs:
 
 
 def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accumulate=None,
-         async_op=False):
+         async_op=False, timeout=None):
     """Prefix reduction over ranks: rank i gets x_0 op ... op x_i.
 
     Args: as allreduce, plus ``exclusive`` (rank i gets x_0 op ... op x_{i-1};
@@ -827,25 +989,28 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
         pycoll.scan(x, exclusive=True)    # rank 0: None   rank 1: [1]   rank 2: [3]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    x = _array(x)
-    plan = _plan(c, ("scan", x.dtype, x.shape, op, exclusive, algorithm, accumulate),
-                 lambda: _scan_args(c, x, op, exclusive, algorithm, accumulate))
-    a = plan.args
-    empty = a.exclusive and c.rank == 0
-    if not empty:
-        result, result_data, writeback = _result(out, a.shape, a.result)
 
-    def run():
-        send = _send_bytes(c, a, x)
-        data = c.scratch("output", a.n)
-        if empty:
-            plan.run(send=send, data=data, out=c.scratch("block", a.n))
-            return None
-        mine = result_data if a.dtype is a.result else c.scratch("block", a.n)
-        plan.run(send=send, data=data, out=mine)
-        _finish(a, mine, result_data, c.rank if a.exclusive else c.rank + 1)
-        return _done(result, result_data, writeback, out)
-    return c._progress.call(run, "scan", async_op)
+    def prepare():
+        xa = _array(x)
+        plan = _plan(c, ("scan", xa.dtype, xa.shape, op, exclusive, algorithm, accumulate),
+                     lambda: _scan_args(c, xa, op, exclusive, algorithm, accumulate))
+        a = plan.args
+        empty = a.exclusive and c.rank == 0
+        if not empty:
+            result, result_data, writeback = _result(out, a.shape, a.result)
+
+        def run(deadline):
+            send = _send_bytes(c, a, xa)
+            data = c.scratch("output", a.n)
+            if empty:
+                plan.run(send=send, data=data, out=c.scratch("block", a.n), deadline=deadline)
+                return None
+            mine = result_data if a.dtype is a.result else c.scratch("block", a.n)
+            plan.run(send=send, data=data, out=mine, deadline=deadline)
+            _finish(a, mine, result_data, c.rank if a.exclusive else c.rank + 1)
+            return _done(result, result_data, writeback, out)
+        return _reduction_record("scan", xa, op, algorithm, accumulate, exclusive=a.exclusive), run
+    return _call(c, "scan", async_op, timeout, prepare)
 
 
 def _scan_args(c, x, op, exclusive, algorithm, accumulate) -> CollArgs:
@@ -854,11 +1019,14 @@ def _scan_args(c, x, op, exclusive, algorithm, accumulate) -> CollArgs:
     return _reduction_args("scan", c, x, op, algorithm, accumulate, exclusive=bool(exclusive))
 
 
-def barrier(comm=None, async_op=False):
+def barrier(comm=None, async_op=False, timeout=None):
     """Return only when every rank of comm has entered the barrier."""
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    plan = _plan(c, ("barrier",), lambda: CollArgs("barrier", "auto", 0, BY_NAME["uint8"]))
-    return c._progress.call(plan.run, "barrier", async_op)
+
+    def prepare():
+        plan = _plan(c, ("barrier",), lambda: CollArgs("barrier", "auto", 0, BY_NAME["uint8"]))
+        return {"collective": "barrier"}, lambda deadline: plan.run(deadline=deadline)
+    return _call(c, "barrier", async_op, timeout, prepare)
 
 
 def _fused_reduce_scatter(c, buf, counts: tuple, dtype: DType, op: Op, accumulate):

@@ -147,7 +147,8 @@ def segment(collective: str, algorithm: str, n: int, p: int, settings) -> int:
         pieces = (settings.params or DEFAULT_PARAMS)["algorithms"][collective][algorithm]
         alpha, beta = pieces[regime(n)]
         best = math.sqrt(n * alpha / ((p - 2) * max(beta, 1e-12)))
-        return int(min(MAX_PIPELINE_SEGMENT, max(MIN_PIPELINE_SEGMENT, best)))
+        best = int(min(MAX_PIPELINE_SEGMENT, max(MIN_PIPELINE_SEGMENT, best)))
+        return best - best % 64                 # a multiple of every itemsize
     if REGISTRY[collective][algorithm].reduce_bytes(max(n, 1), max(p, 2)) > 0:
         return REDUCE_SEGMENT
     return WHOLE

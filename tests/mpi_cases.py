@@ -522,12 +522,24 @@ def group_errors(run):
     cases.append((ValueError, "out is read-only", comm.allreduce, f, "sum", "auto", ro))
     cases.append((ValueError, "out is read-only", comm.reduce, f, "sum", 0, "auto",
                   ro if r == 0 else None))
+    cases += [
+        (ValueError, "timeout must be >= 0 seconds, got -1", comm.allreduce, f, "sum", "auto", None,
+         None, False, -1),
+        (TypeError, "timeout must be a number of seconds, got str", comm.barrier, False, "soon"),
+        (ValueError, "unknown scatter algorithm 'ring'", comm.scatter, f, 0, "ring"),
+        (ValueError, f"x has 4 rows on rank {r}, sizes[{r}] is 0", comm.allgather, f, "auto", [0] * p),
+    ]
     for exc_type, match, fn, *args in cases:
         if fn == comm.reduce and args[-1] is None and r != 0:
             continue            # the root's own out: only the root raises
+        snapshots = [(a, a.copy()) for a in args if isinstance(a, np.ndarray)]
         expect(exc_type, match, fn, *args)
+        for a, copy in snapshots:
+            assert np.array_equal(a, copy, equal_nan=a.dtype.kind in "fc"), f"{match}: wrote into an argument"
         run.count += 1
     assert (f == before).all() and not ro.any(), "bad input wrote into a buffer"
+    if r == 0:
+        os.write(2, f"bad-input cases: {run.count}\n".encode())
 
     # The root's bad input reaches ranks with x=None through the header.
     bad = np.array([object()]) if r == 0 else None
@@ -563,7 +575,6 @@ def group_lane(run):
     (pycoll/_mpicall.pyx) when it applies; every call must agree with the
     oracle and across ranks, whichever path took it."""
     comm, p, r = run.comm, run.p, run.r
-    from pycoll import api
     lanes = 0
     for algo in ("recursive_doubling", "tree", "auto"):
         for op, dtype in reduction_pairs():
@@ -768,7 +779,7 @@ def _unready(fm):
 def group_overlap(run):
     """The caller's work proceeds while buckets are in flight."""
     import time
-    comm, p, r = run.comm, run.p, run.r
+    comm, p = run.comm, run.p
     from pycoll import FusionManager
     grads = [np.ones(1 << 18, np.float32) for _ in range(8)]         # 8 x 1 MiB
     fm = FusionManager(comm=comm, bucket_bytes=2 << 20)
@@ -788,29 +799,164 @@ def group_overlap(run):
     run.count += 1
 
 
-GROUPS = {
-    "reductions": group_reductions,
-    "movement": group_movement,
-    "special": group_special,
-    "errors": group_errors,
-    "settings": group_settings,
-    "lane": group_lane,
-    "async": group_async,
-    "fusion": group_fusion,
-    "overlap": group_overlap,
-    "fail": group_fail,
-    "silent": group_silent,
-}
+
+
+def groups() -> dict:
+    """Every group_<name> function of this file, by name."""
+    return {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
 
 
 def main():
     group = sys.argv[1]
     comm = pycoll.Communicator()
     run = Run(comm)
-    GROUPS[group](run)
+    groups()[group](run)
     run.finish()
-    comm.free()
+    if run.comm is not None:
+        comm.free()
     os.write(1, f"PYCOLL-OK rank={comm.rank} group={group} cases={run.count}\n".encode())
+
+
+
+
+# ---------------------------------------------------------------------------
+# Reliability: checks mode, timeouts, large counts
+
+
+def group_checks(run):
+    comm, p, r = run.comm, run.p, run.r
+    pycoll.set_checks(True)
+    try:
+        # agreeing calls pass, with the same results
+        y = comm.allreduce(np.arange(4.0) * (r + 1))
+        run.check("checked allreduce", y, np.arange(4.0) * p * (p + 1) / 2)
+        run.check("checked gather sizes", comm.allgather(np.full(r + 1, r), sizes=list(range(1, p + 1))),
+                  np.concatenate([np.full(i + 1, i) for i in range(p)]))
+        if p > 1:
+            # inconsistent shapes: MismatchError on every rank, listing each rank
+            exc = expect(pycoll.MismatchError, "ranks disagree about allreduce", comm.allreduce,
+                         np.ones(3 + (r == p - 1)))
+            assert f"rank {p - 1}:" in str(exc) and "shape=[4]" in str(exc) and "shape=[3]" in str(exc)
+            assert set(exc.records) == set(range(p))
+            # different dtypes, ops, roots, collectives
+            expect(pycoll.MismatchError, "dtype", comm.allreduce,
+                   np.ones(2, np.float32 if r else np.float64))
+            expect(pycoll.MismatchError, "op", comm.allreduce, np.ones(2), "max" if r else "sum")
+            expect(pycoll.MismatchError, "root", comm.reduce, np.ones(2), "sum", r % 2)
+            if r == 0:
+                expect(pycoll.MismatchError, "collective", comm.allreduce, np.ones(2))
+            else:
+                expect(pycoll.MismatchError, "collective", comm.broadcast, np.ones(2), 0)
+            # allgather without sizes: axis-0 lengths must agree
+            expect(pycoll.MismatchError, "shape", comm.allgather, np.ones(1 + (r == 0)))
+            # an error only one rank can see (its own out) reaches every rank
+            out = np.zeros(5 if r == p - 1 else 4)
+            if r == p - 1:
+                expect(ValueError, "out has shape (5,), expected (4,)", comm.allreduce,
+                       np.ones(4), "sum", "auto", out)
+            else:
+                exc = expect(pycoll.MismatchError, "out has shape (5,)", comm.allreduce,
+                             np.ones(4), "sum", "auto", out)
+                assert isinstance(exc, ValueError)
+        # all ranks agree on the same bad input: everyone gets the plain error
+        expect(TypeError, "MAX is not defined for complex64", comm.allreduce,
+               np.ones(2, np.complex64), "max")
+        y = comm.allreduce(np.array([1.0]))
+        run.check("after mismatches", y, np.array([float(p)]))
+    finally:
+        pycoll.set_checks(False)
+    run.count += 1
+
+
+def group_timeout(run):
+    """The last rank never joins: the others raise CollectiveTimeout within
+    the timeout plus one second, one of them naming the missing rank."""
+    import time
+    comm, p, r = run.comm, run.p, run.r
+    algorithm = sys.argv[2] if len(sys.argv) > 2 else "auto"
+    missing = p - 1
+    timeout = 1.0
+    peer, elapsed = None, 0.0
+    if r != missing:
+        start = time.monotonic()
+        try:
+            comm.allreduce(np.ones(64), algorithm=algorithm, timeout=timeout)
+        except pycoll.CollectiveTimeout as exc:
+            elapsed = time.monotonic() - start
+            peer = exc.peer
+            assert exc.rank == r and exc.collective == "allreduce", exc
+            assert exc.algorithm != "auto" and 0 <= exc.step <= exc.steps, exc
+            assert f"rank {r} waited" in str(exc) and "in allreduce(" in str(exc), str(exc)
+            assert isinstance(exc, TimeoutError)
+        else:
+            raise AssertionError(f"rank {r}: no CollectiveTimeout without rank {missing}")
+        assert timeout <= elapsed < timeout + 1.0, elapsed
+        # a broken communicator refuses further calls
+        expect(RuntimeError, "broken since a collective timed out", comm.allreduce, np.ones(2))
+        assert comm.broken is not None
+    peers = MPI.COMM_WORLD.allgather(peer)
+    assert missing in peers, f"no rank named the missing rank {missing}: {peers}"
+    # a fresh communicator still works
+    with pycoll.Communicator() as fresh:
+        run.check("after timeout", fresh.allreduce(np.array([1.0]), timeout=5), np.array([float(p)]))
+    run.comm = None
+    run.count += 1
+
+
+def group_large(run):
+    """Counts past 2^31 elements and bytes: every message stays under 1 GiB."""
+    comm, p, r = run.comm, run.p, run.r
+    n = (1 << 31) + 8
+    x = np.full(n, r + 1, np.int8)
+    x[-8:] = np.arange(8, dtype=np.int8) + r
+    y = comm.allreduce(x)
+    del x
+    total = sum(range(1, p + 1))
+    assert y.size == n
+    assert (y[:-8] == total).all(), "wrong sum before the tail"
+    expected_tail = sum(np.arange(8, dtype=np.int64) + i for i in range(p)).astype(np.int8)
+    run.check("large allreduce tail", y[-8:], expected_tail)
+    del y
+    z = np.zeros(n, np.uint8)
+    if r == 0:
+        z[::1 << 20] = 7
+        z[-1] = 9
+    comm.broadcast(z, root=0)
+    assert z[-1] == 9 and (z[::1 << 20] == 7).all() and z[1] == 0
+    run.count += 1
+
+
+def group_env_checks(run):
+    """PYCOLL_CHECKS=1 (agreed at creation): checks mode without set_checks."""
+    comm, p, r = run.comm, run.p, run.r
+    assert comm.settings.checks
+    if p > 1:
+        expect(pycoll.MismatchError, "shape", comm.allreduce, np.ones(2 + (r == 0)))
+    run.check("env checks", comm.allreduce(np.ones(2)), np.full(2, float(p)))
+
+
+def group_abort(run):
+    """After a timeout the caller ends the job: comm.abort() (never pycoll)."""
+    import time
+    comm, r = run.comm, run.r
+    if r == 0:
+        try:
+            comm.allreduce(np.ones(4), timeout=0.5)
+        except pycoll.CollectiveTimeout:
+            comm.abort(3)
+    time.sleep(30)                      # the other ranks never join; abort ends them
+
+
+def group_async_timeout(run):
+    comm, p, r = run.comm, run.p, run.r
+    if r == p - 1:
+        MPI.COMM_WORLD.barrier()
+        return
+    h = comm.allreduce(np.ones(4), async_op=True, timeout=0.5)
+    exc = expect(pycoll.CollectiveTimeout, "waited", h.wait)
+    assert exc.peer is not None
+    MPI.COMM_WORLD.barrier()
+    run.comm = None
 
 
 if __name__ == "__main__":

@@ -60,6 +60,12 @@ def test_errors(p):
     run_ranks(p, "errors")
 
 
+def test_segments_hold_whole_elements():
+    """A segment of 100 bytes (no multiple of 8 or 16) still cuts vectors
+    between elements: the plans round it down (found by bench/soak.py)."""
+    run_ranks(3, "reductions", env={"PYCOLL_SEGMENT_BYTES": "100"})
+
+
 @pytest.mark.parametrize("p", [3, 8])
 def test_default_segment_size(p):
     """The grid once more with the default segment size instead of the

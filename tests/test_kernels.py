@@ -1,5 +1,4 @@
 """The Cython kernels against numpy (and ml_dtypes for bfloat16), no MPI."""
-import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st

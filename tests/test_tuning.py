@@ -50,6 +50,8 @@ def test_override_and_segment_rules():
     assert tuning.segment("broadcast", "pipeline", 1 << 24, 2, plain) == tuning.WHOLE
     pipelined = tuning.segment("broadcast", "pipeline", 1 << 26, 8, plain)
     assert tuning.MIN_PIPELINE_SEGMENT <= pipelined <= tuning.MAX_PIPELINE_SEGMENT
+    for n in (1000, 237983 * 7, 1 << 26):
+        assert tuning.segment("scan", "linear", n, 5, plain) % 64 == 0
     assert tuning.segment("allreduce", "ring", 1 << 24, 4, Settings(segment_bytes=256)) == 256
 
 

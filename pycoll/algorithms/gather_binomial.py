@@ -27,7 +27,6 @@ def reduce_bytes(n, p):
 
 def run(t):
     p, r, root, ch = t.size, t.rank, t.root, t.ch
-    rel = (r - root) % p
     rel_blocks = blocks_from_counts([t.counts[(i + root) % p] for i in range(p)])
     total = sum(t.counts)
     if r == root and root == 0:

@@ -1,0 +1,42 @@
+"""The errors pycoll raises beyond TypeError and ValueError.
+
+MismatchError      checks mode found ranks disagreeing about a call
+CollectiveTimeout  a call's deadline passed while waiting for a peer
+
+Neither ends the job: library code never calls MPI_Abort and never exits.
+After a CollectiveTimeout the communicator is broken (its messages can no
+longer be matched), and the caller reports and ends the job, with
+``comm.abort()`` or by exiting.
+"""
+from __future__ import annotations
+
+
+class MismatchError(ValueError):
+    """Ranks called collectives that do not match (checks mode).
+
+    ``records`` lists each rank's view of the call: {rank: {field: value}}.
+    """
+
+    def __init__(self, message: str, records: dict):
+        super().__init__(message)
+        self.records = records
+
+
+class CollectiveTimeout(TimeoutError):
+    """A collective's deadline passed.
+
+    rank        this rank
+    peer        the rank it was waiting for (None if it waited on no one)
+    collective  e.g. "allreduce"
+    algorithm   e.g. "ring"
+    step, steps how far the algorithm got, of how many steps
+    waited      seconds since the call began
+    """
+
+    def __init__(self, rank: int, peer, collective: str, algorithm: str, step: int, steps: int,
+                 waited: float):
+        self.rank, self.peer, self.collective, self.algorithm = rank, peer, collective, algorithm
+        self.step, self.steps, self.waited = step, steps, waited
+        who = f"rank {peer}" if peer is not None else "the other ranks"
+        super().__init__(f"rank {rank} waited {waited:.1f} s for {who} in {collective}({algorithm}), "
+                         f"step {step} of {steps}")

@@ -1,0 +1,58 @@
+"""Reliability under mpiexec: checks mode, timeouts, abort, counts past 2^31, soak."""
+import json
+import sys
+import time
+
+import pytest
+
+from mpirun import launch, run_ranks
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 4])
+def test_checks_mode(p):
+    """Mismatched shapes, dtypes, ops, roots and collectives raise
+    MismatchError on every rank, listing each rank's values; an error one
+    rank alone sees reaches the others."""
+    run_ranks(p, "checks")
+
+
+def test_checks_mode_from_the_environment():
+    run_ranks(3, "env_checks", env={"PYCOLL_CHECKS": "1"})
+
+
+@pytest.mark.parametrize("p,algorithm", [(2, "auto"), (3, "auto"), (4, "ring"), (4, "recursive_doubling"),
+                                         (5, "rabenseifner"), (4, "tree")])
+def test_a_missing_rank_makes_the_others_time_out(p, algorithm):
+    """Every other rank raises CollectiveTimeout within the timeout plus one
+    second; at least one names the missing rank as its peer."""
+    run_ranks(p, "timeout", algorithm)
+
+
+def test_timeout_reaches_async_handles():
+    run_ranks(3, "async_timeout")
+
+
+def test_abort_ends_the_job():
+    start = time.monotonic()
+    proc = launch(3, ["-m", "mpi4py", "tests/mpi_cases.py", "abort"], timeout=60)
+    assert proc.returncode != 0
+    assert time.monotonic() - start < 25, "abort did not end the job promptly"
+
+
+@pytest.mark.slow
+def test_counts_past_2_to_the_31():
+    """allreduce of 2^31 + 8 int8 elements (and a broadcast of as many bytes)
+    at p = 2, checked element by element. About 20 s and 4 GiB per rank."""
+    run_ranks(2, "large", timeout=900, env={"PYCOLL_SEGMENT_BYTES": ""})
+
+
+def test_soak_short(tmp_path):
+    """bench/soak.py: random collectives against the oracle at p = 4."""
+    out = tmp_path / "soak.json"
+    proc = launch(4, ["-m", "mpi4py", "bench/soak.py", "--calls", "150", "--json", out], timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["wrong"] == 0, result["failures"]
+    assert result["rss_growth_bytes"] < 10 << 20, result
