@@ -11,9 +11,11 @@ input itself, so it knows the expected result without communication, and
 checks its own result element by element. Inputs are exact (small integers,
 powers of two for PROD), so any order of combination gives the same bits.
 The report counts wrong results (over all ranks) and the growth of the
-resident set from the end of the warm-up (``--warmup``, the first tenth) to
-the end, the largest over ranks: scratch buffers grow to the largest
-message seen and then stay, so growth after the warm-up is what leaks.
+resident set from the end of a warm-up to the end, the largest over ranks.
+Scratch buffers grow to the largest message seen and then stay, so the
+warm-up runs every (collective, algorithm) once at the largest count and
+widest dtype the soak can draw, then the first ``--warmup`` fraction of
+the random calls; growth after that is what leaks.
 """
 import argparse
 import ctypes
@@ -32,6 +34,7 @@ from pycoll.algorithms import ALGORITHMS
 DTYPES = ["int8", "int32", "uint16", "int64", "float16", "float32", "float64", "complex64",
           "bool", ml_dtypes.bfloat16]
 OPS = ["sum", "prod", "max", "min", "avg", "band", "bor", "bxor"]
+MAX_COUNT = 300_000
 
 
 def rss_bytes() -> int:
@@ -105,7 +108,7 @@ def one_call(comm, rng, k, p, r):
     op = rng.choice(OPS)
     while not valid(op, dtype):
         op = rng.choice(OPS)
-    n = int(rng.integers(0, 5000)) if rng.random() < 0.95 else int(rng.integers(100_000, 300_000))
+    n = int(rng.integers(0, 5000)) if rng.random() < 0.95 else int(rng.integers(100_000, MAX_COUNT))
     root = int(rng.integers(p))
     seed = k
     xs = [data(dtype, n, i, seed, op) for i in range(p)]
@@ -162,6 +165,34 @@ def one_call(comm, rng, k, p, r):
                                              bits(np.ascontiguousarray(expected)), axis=-1)))
 
 
+def warm_up(comm) -> None:
+    """Every (collective, algorithm, dtype, op kind) once at the largest
+    count the soak can draw, so every scratch slot reaches its final size
+    (the slots a call needs depend on its dtype and op: AVG and the half
+    types widen)."""
+    sizes = [MAX_COUNT] * comm.size
+    for dtype in DTYPES:
+        big = np.ones(MAX_COUNT, dtype)
+        for op in [op for op in ("sum", "avg") if valid(op, dtype)]:
+            for name, algorithms in ALGORITHMS.items():
+                for algorithm in ["auto", *algorithms]:
+                    call = {
+                        "allreduce": lambda: comm.allreduce(big, op, algorithm),
+                        "reduce": lambda: comm.reduce(big, op, 0, algorithm),
+                        "broadcast": lambda: comm.broadcast(big.copy(), 0, algorithm),
+                        "gather": lambda: comm.gather(big, 0, algorithm, sizes=sizes),
+                        "scatter": lambda: comm.scatter(big, 0, algorithm),
+                        "allgather": lambda: comm.allgather(big, algorithm),
+                        "reduce_scatter": lambda: comm.reduce_scatter(big, op, algorithm),
+                        "alltoall": lambda: comm.alltoall(big, algorithm),
+                        "scan": lambda: [comm.scan(big, op, exclusive=e, algorithm=algorithm)
+                                         for e in (False, True)],
+                    }.get(name)
+                    if call is not None:
+                        call()
+    comm.allreduce(np.ones(MAX_COUNT), async_op=True).wait()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=10000)
@@ -179,6 +210,7 @@ def main() -> int:
     warm = max(1, int(args.calls * args.warmup))
     wrong, failures, start_rss, trace = 0, [], 0, []
     start = time.perf_counter()
+    warm_up(comm)
     for k in range(args.calls):
         if k == warm:
             start_rss = rss_bytes()

@@ -538,6 +538,7 @@ def group_errors(run):
             assert np.array_equal(a, copy, equal_nan=a.dtype.kind in "fc"), f"{match}: wrote into an argument"
         run.count += 1
     assert (f == before).all() and not ro.any(), "bad input wrote into a buffer"
+    assert run.count >= min(25, len(cases)), run.count
     if r == 0:
         os.write(2, f"bad-input cases: {run.count}\n".encode())
 

@@ -49,10 +49,12 @@ def launcher(p: int) -> tuple[list, dict]:
 def launch(p: int, program: list, timeout: int = 300, env: dict | None = None,
            per_rank_env: list[dict] | None = None) -> subprocess.CompletedProcess:
     """Run *program* (argv after the interpreter) on p ranks, bounded by
-    MPIEXEC_TIMEOUT and the subprocess timeout."""
+    MPIEXEC_TIMEOUT and the subprocess timeout. A None value in *env*
+    removes that variable."""
     cmd, launch_env = launcher(p)
     full_env = {**os.environ, **launch_env, "MPIEXEC_TIMEOUT": str(timeout),
                 "PYCOLL_SEGMENT_BYTES": TEST_SEGMENT_BYTES, **(env or {})}
+    full_env = {key: value for key, value in full_env.items() if value is not None}
     program = [sys.executable, *map(str, program)]
     if per_rank_env is None:
         cmd += program
