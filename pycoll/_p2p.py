@@ -35,6 +35,8 @@ import time
 from pycoll._comm import MAX_SEGMENT_BYTES
 from pycoll._kernels.reduce import reduce as _reduce
 from pycoll._mpi import mpi
+from pycoll._pieces import Pieces
+from pycoll._pieces import segments as _segments
 from pycoll.errors import CollectiveTimeout
 
 SPIN = 2000            # deadline waits test this many times before sleeping between tests
@@ -77,15 +79,15 @@ class Channel:
 
     # -- building blocks ------------------------------------------------
 
-    def segments(self, nbytes: int):
-        """(lo, hi) byte ranges of one transfer of *nbytes*."""
-        step = self.segment
-        return [(lo, min(lo + step, nbytes)) for lo in range(0, nbytes, step)]
+    def segments(self, buf):
+        """(lo, hi) byte ranges of one transfer of *buf*: segment-sized, and
+        cut at the piece boundaries of a Pieces (pycoll/_pieces.py)."""
+        return _segments(buf, self.segment)
 
     def _post(self, start, buf, peer: int) -> list:
         byte, tag, peers = self._byte, self.tag, self._peers
         requests = []
-        for lo, hi in self.segments(len(buf)):
+        for lo, hi in self.segments(buf):
             request = start([buf[lo:hi], byte], peer, tag)
             peers[id(request)] = peer
             requests.append(request)
@@ -141,7 +143,7 @@ class Channel:
     def send(self, buf, dest: int) -> None:
         self.step += 1
         n = len(buf)
-        if 0 < n <= self.segment and self.deadline is None:
+        if 0 < n <= self.segment and self.deadline is None and type(buf) is not Pieces:
             if self._c is not None:
                 self._c.send(buf, dest, self.tag)
             else:
@@ -152,7 +154,7 @@ class Channel:
     def recv(self, buf, source: int) -> None:
         self.step += 1
         n = len(buf)
-        if 0 < n <= self.segment and self.deadline is None:
+        if 0 < n <= self.segment and self.deadline is None and type(buf) is not Pieces:
             if self._c is not None:
                 self._c.recv(buf, source, self.tag)
             else:
@@ -165,7 +167,8 @@ class Channel:
         self.step += 1
         ns = 0 if sendbuf is None else len(sendbuf)
         nr = 0 if recvbuf is None else len(recvbuf)
-        if 0 < ns <= self.segment and 0 < nr <= self.segment and self.deadline is None:
+        if 0 < ns <= self.segment and 0 < nr <= self.segment and self.deadline is None \
+                and type(sendbuf) is not Pieces and type(recvbuf) is not Pieces:
             self._sendrecv1(sendbuf, dest, recvbuf, source)
             return
         requests = self.irecv(recvbuf, source) if nr else []
@@ -209,7 +212,8 @@ class Channel:
         if n == 0:
             return
         step = self.segment
-        if n <= step and dest is None:
+        layout = acc if type(acc) is Pieces else out
+        if n <= step and dest is None and type(layout) is not Pieces:
             received = keep if keep is not None else self.scratch("recv", n)
             self.recv(received, source)
             if received_left:
@@ -218,7 +222,7 @@ class Channel:
                 self.reduce(out, acc, received)
             return
         self.step += 1
-        segs = self.segments(n)
+        segs = self.segments(layout)
         if keep is None:
             pair = self.scratch("recv", 2 * step)
             slots = (pair[:step], pair[step:])
@@ -256,7 +260,8 @@ class Channel:
         """Send *sendbuf* to *dest* while receiving from *source* and reducing
         with *acc* into *out* (default *acc*): one step of a ring reduce-scatter."""
         n = len(acc)
-        if 0 < n <= self.segment and 0 < len(sendbuf) <= self.segment and self.deadline is None:
+        if 0 < n <= self.segment and 0 < len(sendbuf) <= self.segment and self.deadline is None \
+                and type(acc) is not Pieces and type(sendbuf) is not Pieces:
             self.step += 1
             received = self.scratch("recv", n)
             self._sendrecv1(sendbuf, dest, received, source)
@@ -276,7 +281,7 @@ class Channel:
         self.step += 1
         recvs = self.irecv(buf, source)
         sends = []
-        for request, (lo, hi) in zip(recvs, self.segments(len(buf))):
+        for request, (lo, hi) in zip(recvs, self.segments(buf)):
             self.wait([request])
             if dest is not None:
                 sends += self._post(self.comm.Isend, buf[lo:hi], dest)

@@ -45,6 +45,7 @@ from pycoll._kernels.copy import block, unpack
 from pycoll._kernels.reduce import convert, scale
 from pycoll._mpi import mpi
 from pycoll._p2p import Channel
+from pycoll._pieces import Pieces, byte_views
 from pycoll.algorithms import ALGORITHMS, REGISTRY, Task
 from pycoll.algorithms.broadcast_binomial import binomial_broadcast
 from pycoll.errors import MismatchError
@@ -1071,6 +1072,25 @@ def barrier(comm=None, async_op=False, timeout=None):
         plan = _plan(c, ("barrier",), lambda: CollArgs("barrier", "auto", 0, BY_NAME["uint8"]))
         return {"collective": "barrier"}, lambda deadline: plan.run(deadline=deadline)
     return _call(c, "barrier", async_op, timeout, prepare)
+
+
+def _fused_allreduce(c, arrays: list, dtype: DType, op: Op, algorithm: str) -> None:
+    """Allreduce in place, for the FusionManager, a bucket of C-contiguous,
+    aligned arrays of *dtype*, as one vector (their elements in order),
+    without packing it: *algorithm* must be marked PIECES. Bitwise the
+    result of that algorithm on the packed vector: the blocks, and so every
+    reduction's operands and order, are the same; only the messages are cut
+    at the arrays' boundaries as well."""
+    vector = Pieces(byte_views(arrays))
+    n = len(vector)
+    plan = _plan(c, ("fused_allreduce", dtype.name, n, op, algorithm),
+                 lambda: CollArgs("allreduce", algorithm, n, dtype, dtype, op))
+    if not getattr(plan.module, "PIECES", False):
+        raise ValueError(f"allreduce({plan.algorithm}) cannot run on unpacked arrays")
+    plan.run(send=vector, data=vector)
+    if op is Op.AVG:
+        for v in vector.views:
+            scale(dtype.code, v, v, c.size)
 
 
 def _fused_reduce_scatter(c, buf, counts: tuple, dtype: DType, op: Op, accumulate):

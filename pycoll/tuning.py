@@ -52,6 +52,17 @@ MIN_PIPELINE_SEGMENT, MAX_PIPELINE_SEGMENT = 64 << 10, 4 << 20
 WHOLE = 1 << 30
 PIPELINED = {("broadcast", "pipeline"), ("scan", "linear")}
 
+# Fusion (pycoll/fusion/manager.py), beside the algorithms' own terms. PACK_BETA: seconds per byte of one
+# copy into or out of a bucket buffer (packing and unpacking ResNet-50's
+# 161 gradients, 97.5 MiB, took 14 ms here). PIECE_ALPHA: seconds per
+# array of a bucket reduced unpacked (each array boundary cuts messages in
+# both passes; 161 views of one buffer took 3.5 ms more than the buffer).
+PACK_BETA = 7e-11
+PIECE_ALPHA = 2e-5
+# Seconds of one collective call outside its messages (argument checks,
+# plan lookup, issue order): what a bucket saves over one call per array.
+CALL_ALPHA = 5e-6
+
 # The fit of `python -m pycoll.tune` on the project's machine (2 cores,
 # MPICH 5.0.2, p = 2, 2026-11-21): gamma (s per reduced float32 byte), each
 # dtype's kernel cost relative to float32, and (alpha s, beta s/B) per
@@ -134,6 +145,24 @@ def select(collective: str, n: int, p: int, settings, dtype: str | None = None) 
     params = settings.params or DEFAULT_PARAMS
     names = ALGORITHMS[collective]
     return min(names, key=lambda a: modelled_time(collective, a, n, p, params, dtype))
+
+
+def best(collective: str, n: int, p: int, settings, dtype: str | None = None,
+         algorithm: str = "auto", pieces: bool = False):
+    """(algorithm, modelled seconds) of what *algorithm* ("auto": the model's
+    choice, or the PYCOLL_ALGORITHM_ override) runs on n bytes; with
+    *pieces*, among the algorithms that run on unpacked arrays (``PIECES``)
+    only: (None, inf) if there is none."""
+    params = settings.params or DEFAULT_PARAMS
+    if algorithm == "auto":
+        algorithm = settings.algorithms.get(collective) or "auto"
+    names = ALGORITHMS[collective] if algorithm == "auto" else (algorithm,)
+    if pieces:
+        names = [a for a in names if getattr(REGISTRY[collective][a], "PIECES", False)]
+    if not names:
+        return None, math.inf
+    return min(((a, modelled_time(collective, a, n, p, params, dtype)) for a in names),
+               key=lambda pair: pair[1])
 
 
 def segment(collective: str, algorithm: str, n: int, p: int, settings) -> int:

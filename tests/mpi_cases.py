@@ -24,7 +24,7 @@ import pycoll
 from data import ALL_DTYPES, BF16, assert_bitwise_equal, assert_same_values, bits, combine, sample
 from pycoll._dtypes import BY_NAME, Op
 from pycoll._kernels.reduce import supports
-from pycoll.algorithms import ALGORITHMS
+from pycoll.algorithms import ALGORITHMS, REGISTRY
 
 F32 = np.float32
 
@@ -690,16 +690,18 @@ def group_fusion(run):
         op = Op.SUM if dtype == "int32" else Op.AVG
         def fresh():
             return [rank_data(dtype, s, r, seed_of("fusion", dtype, k), Op.SUM) for k, s in enumerate(shapes)]
-        for mode in ("cap", "ids", "split", "big"):
+        for mode in ("cap", "ids", "split", "pack", "pieces", "each"):
             arrays = fresh()
             kwargs = {}
-            fm = FusionManager(op=op, comm=comm, bucket_bytes=64, inplace_bytes=1 << 30)
+            fm = FusionManager(op=op, comm=comm, bucket_bytes=64)
             if mode == "ids":
                 kwargs["fusion"] = [k % 3 for k in range(len(shapes))]
             elif mode == "split":
                 kwargs["split_indices"] = [5, 11]
-            elif mode == "big":
-                fm = FusionManager(op=op, comm=comm, bucket_bytes=1 << 20, inplace_bytes=64)
+            elif mode in ("pack", "pieces", "each"):
+                fm = FusionManager(op=op, comm=comm, bucket_bytes=1 << 20, strategy=mode)
+                ways = {way for _, way, _ in fm.plan(arrays)}
+                assert ways == {mode}, (mode, ways)
             expected = [comm.allreduce(a, op=op) for a in fresh()]
             got = fm.allreduce(arrays, **kwargs)
             assert got is not None and all(g is a for g, a in zip(got, arrays))
@@ -716,31 +718,52 @@ def group_fusion(run):
     arrays = [sample("float32", (37,), np.random.default_rng([r, k])) for k in range(6)]
     flat = np.concatenate([a.ravel() for a in arrays])
     for algo in ALGORITHMS["allreduce"]:
-        fm = FusionManager(comm=comm, algorithm=algo, bucket_bytes=1 << 20)
-        copies = [a.copy() for a in arrays]
-        fm.allreduce(copies)
-        reference = comm.allreduce(flat, algorithm=algo)
-        run.check(f"fusion flat {algo}", np.concatenate([c.ravel() for c in copies]), reference)
+        for strategy in ("pack", "pieces"):
+            fm = FusionManager(comm=comm, algorithm=algo, bucket_bytes=1 << 20, strategy=strategy)
+            (_, way, used), = fm.plan(arrays)
+            unpacked = getattr(REGISTRY["allreduce"][algo], "PIECES", False)
+            assert used == algo and way == ("pieces" if strategy == "pieces" and unpacked else "pack")
+            copies = [a.copy() for a in arrays]
+            fm.allreduce(copies)
+            reference = comm.allreduce(flat, algorithm=algo)
+            run.check(f"fusion flat {algo} {way}", np.concatenate([c.ravel() for c in copies]),
+                      reference)
+    # the model's choice: many small arrays are packed, a few large ones go unpacked
+    # or one by one, and whatever it picks is exact
+    fm = FusionManager(comm=comm)
+    small = [np.full(3, r, np.float32) for _ in range(50)]
+    assert [way for _, way, _ in fm.plan(small)] == ["pack"], fm.plan(small)
+    large = [np.full(1 << 20, r + 1.0, np.float32) for _ in range(3)]
+    (_, way, _), = fm.plan(large)
+    assert way in ("pieces", "each"), way
+    fm.allreduce(large)
+    for a in large:
+        run.check("fusion large", a, np.full(a.shape, p * (p + 1) / 2, np.float32))
     # accumulate carries through
     halves = [np.full(5, 1.0 if r == 0 else 2.0 ** -9, BF16) for _ in range(3)]
     FusionManager(comm=comm, accumulate="float32").allreduce(halves)
     for h in halves:
         run.check("fusion accumulate", h, np.full(5, F32(1.0) + F32(2.0 ** -9) * (p - 1), F32).astype(BF16))
-    # data-parallel: ready in reverse (as backward does), buckets in order
+    # data-parallel: ready in reverse (as backward does); buckets leave in a
+    # fixed order whatever order the ranks mark in
     grads = [np.full(s, float(r + 1), np.float32) for s in [(3,), (40,), (5, 5), (2,), (100,)]]
     fm = FusionManager(op=Op.AVG, comm=comm, bucket_bytes=128)
-    fm.register(grads)
-    for step in range(3):
-        for g in grads:
-            g[...] = (r + 1) * (step + 1)
-        order = list(reversed(range(len(grads))))
-        if r % 2:
-            order = order[1:] + order[:1]           # ranks differ in readiness order
-        for i in order:
-            fm.mark_ready(i)
-        fm.wait()
-        for g in grads:
-            run.check(f"data-parallel step {step}", g, np.full(g.shape, (step + 1) * (p + 1) / 2, np.float32))
+    for order in ("backward", "forward"):
+        fm.register(grads, order=order)
+        for step in range(3):
+            for g in grads:
+                g[...] = (r + 1) * (step + 1)
+            marks = list(reversed(range(len(grads))))
+            if r % 2:
+                marks = marks[1:] + marks[:1]       # ranks differ in readiness order
+            for k, i in enumerate(marks):
+                fm.mark_ready(i)
+                if order == "backward" and k == len(marks) - 2 and not r % 2:
+                    assert fm._registered["next"] > 0, "no bucket left before the last array was ready"
+            fm.wait()
+            for g in grads:
+                run.check(f"data-parallel {order} step {step}", g,
+                          np.full(g.shape, (step + 1) * (p + 1) / 2, np.float32))
     # fused reduce_scatter and allgather: the ZeRO round trip
     full = [rank_data("float64", s, r, seed_of("zero", k), Op.SUM) for k, s in
             enumerate([(7,), (3, 4), (1,), (2 * p + 1, 2)])]
@@ -767,6 +790,9 @@ def group_fusion(run):
     ro.setflags(write=False)
     expect(ValueError, "read-only", fm.allreduce, [ro])
     expect(ValueError, "never marked ready", _unready, fm)
+    expect(ValueError, "order must be one of backward, forward", fm.register, [np.ones(2)], None, None,
+           "sideways")
+    expect(ValueError, "strategy must be one of", FusionManager, Op.SUM, comm, 64, "auto", None, "zip")
     y = comm.allreduce(np.array([1.0]))
     run.check("after fusion errors", y, np.array([float(p)]))
 

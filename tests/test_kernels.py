@@ -362,6 +362,36 @@ def test_pack_errors():
     assert (ro == 1).all()
 
 
+def test_pack_ranges():
+    """pack/unpack of byte ranges [start, stop) of the layout: pieces of a
+    large bucket, cut anywhere inside a contiguous array."""
+    rng = np.random.default_rng(3)
+    arrays = [rng.random(n).astype(np.float32) for n in (5, 1, 17, 8)]
+    arrays.append(rng.random((6, 4))[:, ::2])              # strided: never cut
+    plan = kcopy.PackPlan(arrays)
+    whole = np.zeros(plan.nbytes, np.uint8)
+    plan.pack(whole)
+    cuts = [0, 3, 20, 24, 100, plan.offsets[4], plan.nbytes]
+    pieces = np.zeros(plan.nbytes, np.uint8)
+    for lo, hi in zip(cuts, cuts[1:]):
+        piece = np.zeros(hi - lo, np.uint8)
+        plan.pack(piece, lo, hi)
+        pieces[lo:hi] = piece
+    assert_bitwise_equal(pieces, whole)
+    targets = [np.zeros_like(a) for a in arrays]
+    back = kcopy.PackPlan(targets)
+    for lo, hi in zip(cuts, cuts[1:]):
+        back.unpack(whole[lo:hi].copy(), lo, hi)
+    for t, a in zip(targets, arrays):
+        assert_bitwise_equal(t, a)
+    with pytest.raises(ValueError, match="cuts through array 4"):
+        plan.pack(np.zeros(plan.nbytes, np.uint8), plan.offsets[4] + 8, plan.nbytes)
+    with pytest.raises(ValueError, match="outside the plan"):
+        plan.pack(np.zeros(plan.nbytes, np.uint8), 8, plan.nbytes + 1)
+    with pytest.raises(ValueError, match=r"out has 4 bytes, bytes \[0, 8\) need 8"):
+        plan.pack(np.zeros(4, np.uint8), 0, 8)
+
+
 # ---------------------------------------------------------------------------
 # Properties
 

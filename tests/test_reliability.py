@@ -1,6 +1,5 @@
 """Reliability under mpiexec: checks mode, timeouts, abort, counts past 2^31, soak."""
 import json
-import sys
 import time
 
 import pytest

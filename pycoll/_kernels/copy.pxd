@@ -32,4 +32,4 @@ cdef class PackPlan:
     cdef readonly Py_ssize_t nbytes
     cdef readonly bint writable
     cdef readonly tuple offsets
-    cdef int _run(self, buffer, bint to_buffer) except -1
+    cdef int _run(self, buffer, bint to_buffer, Py_ssize_t start, Py_ssize_t stop) except -1

@@ -285,42 +285,65 @@ cdef class PackPlan:
     def __len__(self):
         return self.count
 
-    def pack(self, out):
-        """Copy every array into *out* (a contiguous buffer of >= nbytes)."""
-        self._run(out, True)
+    def pack(self, out, Py_ssize_t start=0, stop=None):
+        """Copy every array into *out* (a contiguous buffer of >= nbytes).
 
-    def unpack(self, buffer):
-        """Copy *buffer*'s regions back into the arrays."""
+        With *start*/*stop*, only bytes [start, stop) of the packed layout,
+        into out[0:stop - start]: a piece of a large bucket, packed while
+        it is still in cache. A range may cut through a C-contiguous array,
+        not through a strided one."""
+        self._run(out, True, start, self.nbytes if stop is None else stop)
+
+    def unpack(self, buffer, Py_ssize_t start=0, stop=None):
+        """Copy *buffer*'s regions back into the arrays (with *start*/*stop*:
+        buffer[0:stop - start] holds bytes [start, stop) of the layout)."""
         if not self.writable:
             raise ValueError("cannot unpack into read-only arrays")
-        self._run(buffer, False)
+        self._run(buffer, False, start, self.nbytes if stop is None else stop)
 
-    cdef int _run(self, buffer, bint to_buffer) except -1:
+    cdef int _run(self, buffer, bint to_buffer, Py_ssize_t start, Py_ssize_t stop) except -1:
         cdef Py_buffer vb
         cdef Region r
-        cdef Py_ssize_t i
+        cdef Py_ssize_t i, lo, hi, a_lo, a_hi
         cdef char *base
+        cdef char *array
         cdef bint stream
+        if not 0 <= start <= stop <= self.nbytes:
+            raise ValueError(f"range [{start}, {stop}) is outside the plan's {self.nbytes} bytes")
+        for i in range(self.count):
+            a_lo, a_hi = self.starts[i], self.starts[i] + self.views[i].len
+            if not self.contiguous[i] and a_lo < stop and start < a_hi and not (
+                    start <= a_lo and a_hi <= stop):
+                raise ValueError(f"range [{start}, {stop}) cuts through array {i} "
+                                 f"(bytes [{a_lo}, {a_hi}), not contiguous)")
         acquire(buffer, &vb, to_buffer, False, "out" if to_buffer else "buffer")
         try:
-            if vb.len < self.nbytes:
+            if vb.len < stop - start:
+                need = ("the plan needs" if start == 0 and stop == self.nbytes
+                        else f"bytes [{start}, {stop}) need")
                 raise ValueError(f"{'out' if to_buffer else 'buffer'} has {vb.len} bytes, "
-                                 f"the plan needs {self.nbytes}")
-            base = <char *>vb.buf
-            stream = to_buffer and self.nbytes >= STREAM_BYTES
+                                 f"{need} {stop - start}")
+            base = <char *>vb.buf - start          # base + k is byte k of the layout
+            stream = to_buffer and stop - start >= STREAM_BYTES
             with nogil:
                 for i in range(self.count):
+                    a_lo = self.starts[i]
+                    a_hi = a_lo + self.views[i].len
+                    lo = max(a_lo, start)
+                    hi = min(a_hi, stop)
+                    if lo >= hi:
+                        continue
                     if self.contiguous[i]:
+                        array = <char *>self.views[i].buf + (lo - a_lo)
                         if stream:
-                            pycoll_stream_copy(base + self.starts[i], self.views[i].buf,
-                                               self.views[i].len)
+                            pycoll_stream_copy(base + lo, array, hi - lo)
                         elif to_buffer:
-                            memcpy(base + self.starts[i], self.views[i].buf, self.views[i].len)
+                            memcpy(base + lo, array, hi - lo)
                         else:
-                            memcpy(self.views[i].buf, base + self.starts[i], self.views[i].len)
+                            memcpy(array, base + lo, hi - lo)
                     else:
                         region_init(&r, &self.views[i], -1, 0, 0)
-                        copy_region(&r, base + self.starts[i], to_buffer)
+                        copy_region(&r, base + lo, to_buffer)
                 if stream:
                     pycoll_stream_fence()
         finally:

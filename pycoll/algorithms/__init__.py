@@ -12,6 +12,13 @@ Every module has the same small interface:
 
 and states the same numbers in its docstring, so the tuner and the README
 read them from one place. ``REGISTRY[collective][name]`` is the module.
+
+A module may also set ``PIECES = True``: run in place (send is data), it
+only ever slices its vector and hands the slices to the Channel, and both
+ends of every message address the same byte range of the vector. Such an
+algorithm runs on a pycoll._pieces.Pieces (many arrays as one vector,
+unpacked), which is how the FusionManager reduces a bucket without
+copying it.
 """
 from __future__ import annotations
 

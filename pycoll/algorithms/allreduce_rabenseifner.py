@@ -24,6 +24,10 @@ in recursive doubling. Each block is finished on one rank and copied (Note
 from pycoll.algorithms._shape import Fold, element_blocks, span
 
 
+# Runs in place on a Pieces: every message is one range of the vector,
+# addressed alike by its sender and its receiver (the fold included).
+PIECES = True
+
 def steps(p):
     fold = Fold(p)
     return 2 * (fold.pof2.bit_length() - 1) + (2 if fold.rem else 0)

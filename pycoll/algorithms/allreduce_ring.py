@@ -27,6 +27,10 @@ the arrival of the next.
 from pycoll.algorithms._shape import element_blocks
 
 
+# Runs in place on a Pieces: every message is one chunk's range of the
+# vector, addressed alike by its sender and its receiver.
+PIECES = True
+
 def steps(p):
     return 2 * (p - 1)
 

@@ -1,4 +1,4 @@
-"""FusionManager: many arrays, one collective per bucket.
+"""FusionManager: many arrays, few collectives.
 
     fm = pycoll.FusionManager(op=pycoll.AVG, bucket_bytes=64 << 20)
     fm.allreduce(grads)                        # in place; returns grads
@@ -8,18 +8,30 @@
         fm.mark_ready(i)
     fm.wait()                                  # every bucket reduced, in place
 
-A bucket (buckets.assign_buckets) is packed into a persistent buffer with
-one kernel call (a PackPlan, made once per set of arrays), reduced with one
-allreduce on the communicator's progress thread (Note [Issue order] in
-_async.py), and unpacked in place. The buffer and the plan are kept, so a
-call after the first allocates nothing. Copying is the cost of fusion, so a
-member of at least ``inplace_bytes`` (an array big enough to run at full
-bandwidth alone) is reduced where it lies, and a bucket is packed on the
-caller's thread while the bucket before it is on the wire.
+Buckets come from buckets.assign_buckets. Each bucket goes out one of three
+ways, whichever the cost model (pycoll/tuning.py) rates fastest for its
+sizes; ``strategy=`` fixes one:
 
-Each bucket's allreduce is a public allreduce of the packed buffer, with
-the manager's op, algorithm and accumulate: a fused result is bitwise the
-result of that algorithm on the flat buffer.
+    "pack"    pack the members into a persistent buffer with one kernel
+              call, one allreduce of the buffer, unpack in place. Two
+              copies of every byte: cheap for small members, whose
+              allreduces would each pay the per-call latency.
+    "pieces"  one allreduce of the members as one vector, where they lie
+              (pycoll/_pieces.py): no copy, but every member boundary cuts
+              the messages. For buckets of large arrays; needs C-contiguous
+              members, no accumulate, an algorithm marked PIECES.
+    "each"    one in-place allreduce per member: not fusing, when that is
+              cheapest (and always for a one-array bucket).
+
+Every way is exact: a "pack" or "pieces" bucket is bitwise the result of
+its algorithm on the packed vector, an "each" member the result of an
+allreduce of that member alone. ``plan(arrays)`` tells which way each
+bucket takes. Buffers, PackPlans and the checked arrays are kept, so a
+repeated call with the same arrays allocates nothing and checks little.
+
+Buckets run as collectives of the communicator's progress thread (Note
+[Issue order] in _async.py): the caller packs bucket k+1 while bucket k is
+on the wire, and data-parallel mode overlaps the caller's compute.
 
 Fused reduce_scatter and allgather (the ZeRO pattern) lay a bucket out by
 rank: region j holds block j (``np.array_split`` along axis 0) of every
@@ -34,13 +46,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from pycoll import _message, api
+from pycoll import _message, api, tuning
 from pycoll._async import Handle
 from pycoll._dtypes import Op, check_op, dtype_of, op_of
 from pycoll._kernels.copy import PackPlan, block, concat_copy, split_copy
+from pycoll._pieces import byte_views
 from pycoll.fusion.buckets import assign_buckets
 
-INPLACE_BYTES = 4 << 20
+STRATEGIES = ("pack", "pieces", "each")
+ORDERS = ("backward", "forward")
 
 
 class FusionManager:
@@ -51,24 +65,33 @@ class FusionManager:
         comm: a Communicator, an mpi4py communicator, or None.
         bucket_bytes: the byte cap of a bucket when no fusion ids or split
             indices are given.
-        algorithm: the collective algorithm each bucket runs ("auto").
+        algorithm: the allreduce algorithm of every bucket ("auto": the
+            model's choice for the bucket's size and strategy).
         accumulate: "float32" reduces float16/bfloat16 buckets in float32
             (gradient_fp32_sync).
-        inplace_bytes: members at least this large skip the pack buffer.
+        strategy: "pack", "pieces" or "each" for every bucket of more than
+            one array, instead of the model's choice ("pieces" falls back
+            to "pack" where it cannot run).
     """
 
     def __init__(self, op=Op.SUM, comm=None, bucket_bytes: int = 64 << 20, algorithm="auto",
-                 accumulate=None, inplace_bytes: int = INPLACE_BYTES):
+                 accumulate=None, strategy=None):
         self.comm = api._comm_of(comm)
         self.op = op_of(op)
         self.bucket_bytes = int(bucket_bytes)
         if self.bucket_bytes < 1:
             raise ValueError(f"bucket_bytes must be at least 1, got {bucket_bytes}")
         self.algorithm = api._check_algorithm("allreduce", algorithm)
+        if accumulate is not None and accumulate != "float32":
+            raise ValueError(f"accumulate must be None or 'float32', got {accumulate!r}")
         self.accumulate = accumulate
-        self.inplace_bytes = int(inplace_bytes)
+        if strategy is not None and strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)} or None, "
+                             f"got {strategy!r}")
+        self.strategy = strategy
         self._buffers: dict = {}        # (kind, dtype, nbytes, slot) -> persistent uint8 buffer
         self._packs: dict = {}          # bucket key -> (arrays, PackPlan)
+        self._last = None               # (arrays, (fusion, split), views, buckets, ways): last call
         self._registered = None
 
     # -- allreduce ------------------------------------------------------
@@ -76,59 +99,129 @@ class FusionManager:
     def allreduce(self, arrays, fusion=None, split_indices=None) -> list:
         """Allreduce every array in place, one collective per bucket; returns
         the list."""
-        return self.allreduce_async(arrays, fusion, split_indices).wait()
+        return self._allreduce(list(arrays), fusion, split_indices, False).wait()
 
     def allreduce_async(self, arrays, fusion=None, split_indices=None) -> "FusedHandle":
         """As allreduce, returning at once; ``wait()`` returns the list."""
-        arrays = list(arrays)
-        views, buckets = self._buckets(arrays, fusion, split_indices)
-        handles = [h for slot, b in enumerate(buckets) for h in self._launch(views, b, slot)]
+        return self._allreduce(list(arrays), fusion, split_indices, True)
+
+    def _allreduce(self, arrays, fusion, split_indices, async_op) -> "FusedHandle":
+        # Every bucket but the last of a blocking call is queued, so that
+        # the next one is packed while it is on the wire; the last runs on
+        # this thread (after the others, in issue order).
+        views, buckets, ways = self._buckets(arrays, fusion, split_indices)
+        last = len(buckets) - 1
+        handles = [h for k, b in enumerate(buckets)
+                   for h in self._launch(views, b, k, ways[k], async_op or k < last)]
         return FusedHandle(handles, arrays)
+
+    def plan(self, arrays, fusion=None, split_indices=None) -> list:
+        """How allreduce(arrays, ...) would send them: one (array indices,
+        strategy, algorithm) per bucket, in the order they go out."""
+        _, buckets, ways = self._buckets(list(arrays), fusion, split_indices)
+        return [(list(b), *way) for b, way in zip(buckets, ways)]
 
     def _check(self, arrays) -> list:
         """Each array as a writable numpy array of a dtype the op accepts;
         raised before any message."""
-        checked = []
+        checked, seen = [], set()
         for i, x in enumerate(arrays):
-            a = _message.as_array(x, f"arrays[{i}]")
-            dt = dtype_of(a.dtype, f"arrays[{i}]")
-            check_op(self.op, dt)
-            api._work_dtype(dt, self.accumulate)
+            a = x if type(x) is np.ndarray else _message.as_array(x, f"arrays[{i}]")
+            if a.dtype not in seen:
+                dt = dtype_of(a.dtype, f"arrays[{i}]")
+                check_op(self.op, dt)
+                api._work_dtype(dt, self.accumulate)
+                seen.add(a.dtype)
             if not a.flags.writeable:
                 raise ValueError(f"arrays[{i}] is read-only: fused collectives work in place")
             checked.append(a)
         return checked
 
     def _buckets(self, arrays, fusion, split_indices) -> tuple:
-        """(numpy views of the arrays, their buckets); raises before any message."""
+        """(numpy views of the arrays, their buckets, each bucket's way);
+        raises before any message. The same arrays as the last call (the
+        same objects, with the same shapes and dtypes) reuse all three."""
+        try:
+            how = (_frozen(fusion), _frozen(split_indices))
+        except TypeError:
+            how = None                      # assign_buckets names the problem
+        last = self._last
+        if (last is not None and how is not None and last[1] == how
+                and len(last[0]) == len(arrays)
+                and all(a is b and a.shape == s and a.dtype is d
+                        for a, (b, s, d) in zip(arrays, last[0]))):
+            for i, a in enumerate(last[2]):
+                if not a.flags.writeable:
+                    raise ValueError(f"arrays[{i}] is read-only: fused collectives work in place")
+            return last[2:]
         views = self._check(arrays)
-        return views, assign_buckets([a.nbytes for a in views], [a.dtype for a in views],
-                                     self.bucket_bytes, fusion, split_indices)
+        buckets = assign_buckets([a.nbytes for a in views], [a.dtype for a in views],
+                                 self.bucket_bytes, fusion, split_indices)
+        ways = [self._way([views[i] for i in b]) for b in buckets]
+        if how is not None and all(type(a) is np.ndarray for a in arrays):
+            self._last = ([(a, a.shape, a.dtype) for a in arrays], how, views, buckets, ways)
+        return views, buckets, ways
 
-    def _launch(self, views, bucket: list, slot: int) -> list:
-        """Queue one bucket: big contiguous members in place, the rest packed
-        (on this thread, while earlier buckets are on the wire)."""
-        alone = [i for i in bucket if views[i].nbytes >= self.inplace_bytes
-                 and views[i].flags.c_contiguous and views[i].flags.aligned]
-        packed = [i for i in bucket if i not in alone]
-        handles = [self._allreduce_async(views[i]) for i in alone]
-        if packed:
-            members = [views[i] for i in packed]
-            plan = self._pack_plan(("allreduce", slot), members)
-            dtype = members[0].dtype
-            buf = self._buffer(("allreduce", dtype.str, plan.nbytes, slot), plan.nbytes)
-            plan.pack(buf)
-            flat = buf.view(dtype)
-            handles.append(self.comm._progress_call(
-                lambda: (self.comm.allreduce(flat, self.op, self.algorithm, out=flat,
-                                             accumulate=self.accumulate), plan.unpack(buf)),
-                "fused allreduce"))
-        return handles
+    def _way(self, members: list) -> tuple:
+        """(strategy, algorithm) of one bucket: the cheapest by the cost
+        model, or the manager's fixed strategy."""
+        lying = all(a.flags.c_contiguous and a.flags.aligned for a in members)
+        c = self.comm
+        dtype = dtype_of(members[0].dtype)
+        widen = api._work_dtype(dtype, self.accumulate).itemsize // dtype.itemsize
+        sizes = [a.nbytes * widen for a in members]
+        n = sum(sizes)
 
-    def _allreduce_async(self, array):
-        return self.comm._progress_call(
-            lambda: self.comm.allreduce(array, self.op, self.algorithm, out=array,
-                                        accumulate=self.accumulate), "fused allreduce")
+        def best(nbytes, pieces=False):
+            return tuning.best("allreduce", nbytes, c.size, c.settings, dtype.name,
+                               self.algorithm, pieces)
+        params = c.settings.params or tuning.DEFAULT_PARAMS
+        call = params.get("call_alpha", tuning.CALL_ALPHA)
+        algorithm, t = best(n)
+        costs = {"pack": (call + t + 2 * n * params.get("pack_beta", tuning.PACK_BETA), algorithm),
+                 "each": (sum(call + best(k)[1] for k in sizes), None)}
+        if lying and self.accumulate is None:
+            algorithm, t = best(n, pieces=True)
+            if algorithm is not None:
+                pieces = len(byte_views(members))
+                costs["pieces"] = (call + t + pieces * params.get("piece_alpha", tuning.PIECE_ALPHA),
+                                   algorithm)
+        if len(members) == 1:
+            return "each", None
+        if self.strategy is not None:
+            chosen = self.strategy if self.strategy in costs else "pack"
+            return chosen, costs[chosen][1]
+        chosen = min(costs, key=lambda k: costs[k][0])
+        return chosen, costs[chosen][1]
+
+    def _launch(self, views, bucket: list, slot: int, way: tuple, async_op: bool = True) -> list:
+        """Issue one bucket *way*'s way: queued (*async_op*) or on this
+        thread in its turn. Packing happens here, on the caller's thread,
+        while earlier buckets are on the wire. Returns Handles."""
+        members = [views[i] for i in bucket]
+        strategy, algorithm = way
+        c = self.comm
+
+        def issue(run):
+            if async_op:
+                return c._progress_call(run, "fused allreduce")
+            handle = Handle("fused allreduce")
+            handle._finish(c._progress.call(run, "fused allreduce", False))
+            return handle
+        if strategy == "each":
+            return [issue(lambda a=a: c.allreduce(a, self.op, self.algorithm, out=a,
+                                                  accumulate=self.accumulate))
+                    for a in members]
+        if strategy == "pieces":
+            dtype = dtype_of(members[0].dtype)
+            return [issue(lambda: api._fused_allreduce(c, members, dtype, self.op, algorithm))]
+        plan = self._pack_plan(("allreduce", slot), members)
+        dtype = members[0].dtype
+        buf = self._buffer(("allreduce", dtype.str, plan.nbytes, slot), plan.nbytes)
+        plan.pack(buf)
+        flat = buf.view(dtype)
+        return [issue(lambda: (c.allreduce(flat, self.op, algorithm, out=flat,
+                                           accumulate=self.accumulate), plan.unpack(buf)))]
 
     def _pack_plan(self, key, members) -> PackPlan:
         """The PackPlan of these arrays: kept while the same arrays come back."""
@@ -148,25 +241,39 @@ class FusionManager:
 
     # -- data-parallel mode ----------------------------------------------
 
-    def register(self, arrays, fusion=None, split_indices=None) -> None:
-        """Fix the arrays of the data-parallel mode and their buckets."""
-        views, buckets = self._buckets(list(arrays), fusion, split_indices)
-        self._registered = {"arrays": views, "buckets": buckets,
-                            "bucket_of": {i: k for k, b in enumerate(buckets) for i in b},
-                            "ready": [False] * len(arrays), "next": 0, "handles": []}
+    def register(self, arrays, fusion=None, split_indices=None, order="backward") -> None:
+        """Fix the arrays of the data-parallel mode and their buckets.
+
+        Buckets go out as soon as all their members are marked ready, in a
+        fixed order the same on every rank whatever order the ranks mark
+        in: *order* "backward" (the default) sends the bucket of the last
+        arrays first, as a backward pass produces gradients from the last
+        layer to the first (DDP's bucket order); "forward" the first.
+        """
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+        views, buckets, ways = self._buckets(list(arrays), fusion, split_indices)
+        sequence = list(range(len(buckets)))
+        if order == "backward":
+            sequence.reverse()
+        self._registered = {"arrays": views, "buckets": buckets, "ways": ways, "sequence": sequence,
+                            "ready": [False] * len(views), "next": 0, "handles": []}
 
     def mark_ready(self, i: int) -> None:
         """Array *i* holds its final value: send every bucket whose members
-        are all ready, in bucket order (so every rank sends in one order)."""
+        are all ready and whose turn it is."""
         reg = self._require_registered()
         if not 0 <= i < len(reg["ready"]):
             raise ValueError(f"array {i} is not one of the {len(reg['ready'])} registered arrays")
         if reg["ready"][i]:
             raise ValueError(f"array {i} was already marked ready in this round")
         reg["ready"][i] = True
-        buckets = reg["buckets"]
-        while reg["next"] < len(buckets) and all(reg["ready"][j] for j in buckets[reg["next"]]):
-            reg["handles"] += self._launch(reg["arrays"], buckets[reg["next"]], reg["next"])
+        buckets, sequence = reg["buckets"], reg["sequence"]
+        while reg["next"] < len(sequence):
+            k = sequence[reg["next"]]
+            if not all(reg["ready"][j] for j in buckets[k]):
+                break
+            reg["handles"] += self._launch(reg["arrays"], buckets[k], k, reg["ways"][k])
             reg["next"] += 1
 
     def wait(self) -> list:
@@ -194,7 +301,7 @@ class FusionManager:
         arrays = list(arrays)
         for i, a in enumerate(arrays):
             api._rows(np.shape(a), f"arrays[{i}] in reduce_scatter")
-        views, buckets = self._buckets(arrays, fusion, split_indices)
+        views, buckets, _ = self._buckets(arrays, fusion, split_indices)
         c = self.comm
         shards = [None] * len(views)
         handles = []
@@ -257,6 +364,11 @@ class FusionManager:
         for h in handles:
             h.wait()
         return out
+
+
+def _frozen(values):
+    """A list argument (fusion ids, split indices) as a comparable tuple."""
+    return None if values is None else tuple(values)
 
 
 def _block_bytes(a: np.ndarray, p: int, j: int) -> int:
