@@ -33,7 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 BEGIN, END = "<!-- perf-table -->", "<!-- /perf-table -->"
 OPS = ("allreduce", "reduce", "allgather", "reduce_scatter", "broadcast")
-SWEEP = ["-b", "4", "-e", "64M", "-f", "4", "-n", "10", "-w", "3"]
+# Every algorithm and native take turns at each size (-R rounds of -n
+# iterations; the median round counts), so drift on the shared machine
+# falls on all of them alike.
+SWEEP = ["-b", "4", "-e", "64M", "-f", "4", "-n", "4", "-R", "5", "-w", "3"]
 MiB = 1 << 20
 # torch.distributed's gloo, from the issue that set the targets (p = 2).
 GLOO = {"8 B time": "119 µs", "64 KiB": "0.16", "1 MiB": "0.95", "16 MiB": "2.03", "64 MiB": "1.95"}
@@ -77,8 +80,8 @@ def run(procs: list, repeat: int) -> None:
                 print(f"{slug} p={p}: {op} run {k}/{repeat}", flush=True)
                 launch(p, ["-m", "pycoll.bench", op, *SWEEP, "-d", "float32,bfloat16", "-a", "all",
                            "--json", str(where / f"{op}_run{k}.json")])
-            launch(p, ["-m", "pycoll.bench", "allreduce", "-b", "512K", "-e", "64M", "-f", "2", "-n", "10",
-                       "-w", "3", "-d", "float32,float16,bfloat16", "-a", "auto",
+            launch(p, ["-m", "pycoll.bench", "allreduce", "-b", "512K", "-e", "64M", "-f", "2", "-n", "4",
+                       "-R", "5", "-w", "3", "-d", "float32,float16,bfloat16", "-a", "auto",
                        "--json", str(where / f"half_run{k}.json")])
             launch(p, ["bench/latency.py", "--json", str(where / f"latency_run{k}.json")])
 

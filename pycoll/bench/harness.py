@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import statistics
 import sys
 import time
 
@@ -55,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-f", "--stepfactor", type=int, default=2, help="size multiplier per step")
     parser.add_argument("-n", "--iters", type=int, default=20, help="timed iterations")
     parser.add_argument("-w", "--warmup_iters", type=int, default=5)
+    parser.add_argument("-R", "--rounds", type=int, default=1,
+                        help="interleave the algorithms: at each size, R rounds of n iterations "
+                             "of each, time = the median round (for side-by-side ratios on a "
+                             "noisy machine)")
     parser.add_argument("-c", "--check", type=int, choices=(0, 1), default=1,
                         help="check every result (1) or not (0)")
     parser.add_argument("-d", "--datatype", default="float32",
@@ -74,8 +79,8 @@ def parse_args(argv) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.stepfactor < 2:
         parser.error(f"-f {args.stepfactor}: the step factor must be at least 2")
-    if args.iters < 1 or args.warmup_iters < 0:
-        parser.error("-n must be at least 1 and -w at least 0")
+    if args.iters < 1 or args.warmup_iters < 0 or args.rounds < 1:
+        parser.error("-n and -R must be at least 1 and -w at least 0")
     if args.minbytes > args.maxbytes:
         parser.error(f"-b {args.minbytes} is larger than -e {args.maxbytes}")
     args.ops = OPS if args.op == "all" else [args.op]
@@ -230,7 +235,7 @@ def run(args) -> int:
     meta = {"mpi": library, "p": p, "pycoll": pycoll.__version__,
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "mpi4py": __import__("mpi4py").__version__, "iters": args.iters,
-            "warmup": args.warmup_iters, "command": "python -m pycoll.bench " + " ".join(sys.argv[1:])}
+            "warmup": args.warmup_iters, "rounds": args.rounds, "command": "python -m pycoll.bench " + " ".join(sys.argv[1:])}
     table.print(f"# pycoll {pycoll.__version__} benchmark on {p} ranks, {library}, "
                 f"mpi4py {meta['mpi4py']}")
     table.print(f"# dtype {','.join(d.name for d in args.dtypes)}  iters {args.iters}  warmup "
@@ -259,6 +264,10 @@ def run(args) -> int:
                     bench = Bench(spec, dtype.numpy, count, p, rank, max(root, 0),
                                   redop or Op.SUM)
                     expected = spec.expected(bench) if args.check else None
+                    cases = [(a, inplace) for a in algorithms for inplace in (False, True)
+                             if not inplace or spec.has_inplace]
+                    results = measure_all(spec, bench, cases, comm, native, MPI, args, expected,
+                                          actual)
                     measured_native = {}
                     for algorithm in algorithms:
                         cells = []
@@ -266,8 +275,7 @@ def run(args) -> int:
                             if inplace and not spec.has_inplace:
                                 cells.append(cell(None))
                                 continue
-                            m = measure(spec, bench, algorithm, inplace, comm, native, MPI, args,
-                                        expected, actual)
+                            m = results[(algorithm, inplace)]
                             if algorithm == "native":
                                 measured_native[inplace] = m
                             cells.append(cell(m, measured_native.get(inplace)))
@@ -296,34 +304,49 @@ def run(args) -> int:
     return 0 if wrong == 0 else 1
 
 
-def measure(spec, bench, algorithm, inplace, comm, native, MPI, args, expected, size):
-    """(time s, algbw, busbw, #wrong) of one algorithm at one size, or None
-    where native MPI cannot run the case."""
-    if algorithm == "native":
-        if not spec.native_supported(bench.dtype, bench.redop):
-            return None
-        call = lambda: spec.native(bench, native, MPI, inplace)            # noqa: E731
-    else:
-        call = lambda: spec.run(bench, comm, algorithm, inplace)          # noqa: E731
-    bench.fill()
-    for _ in range(args.warmup_iters):
-        call()
-    native.Barrier()
-    start = time.perf_counter()
-    for _ in range(args.iters):
-        call()
-    elapsed = (time.perf_counter() - start) / args.iters
-    elapsed = native.allreduce(elapsed, op=MPI.MAX)
-    wrong = 0
-    if args.check:
+def measure_all(spec, bench, cases, comm, native, MPI, args, expected, size) -> dict:
+    """{(algorithm, inplace): (time s, algbw, busbw, #wrong) or None} at one
+    size. Each case is warmed up, then timed over args.rounds rounds of
+    args.iters iterations, the cases taking turns within every round; its
+    time is the median round (the largest over ranks of the mean iteration)."""
+    calls = {}
+    for algorithm, inplace in cases:
+        if algorithm == "native":
+            if not spec.native_supported(bench.dtype, bench.redop):
+                continue
+            calls[(algorithm, inplace)] = (
+                lambda inplace=inplace: spec.native(bench, native, MPI, inplace))
+        else:
+            calls[(algorithm, inplace)] = (
+                lambda algorithm=algorithm, inplace=inplace: spec.run(bench, comm, algorithm, inplace))
+    times = {case: [] for case in calls}
+    for case, call in calls.items():
         bench.fill()
-        call()
-        got = spec.result(bench, inplace)
-        if got is not None:
-            wrong = int(np.count_nonzero(got != expected))
-        wrong = native.allreduce(wrong, op=MPI.SUM)
-    algbw = size / elapsed / 1e9 if elapsed > 0 else 0.0
-    return elapsed, algbw, algbw * spec.factor(bench.p), wrong
+        for _ in range(args.warmup_iters):
+            call()
+    for _ in range(args.rounds):
+        for case, call in calls.items():
+            bench.fill()
+            native.Barrier()
+            start = time.perf_counter()
+            for _ in range(args.iters):
+                call()
+            elapsed = (time.perf_counter() - start) / args.iters
+            times[case].append(native.allreduce(elapsed, op=MPI.MAX))
+    results = {case: None for case in cases}
+    for case, call in calls.items():
+        elapsed = statistics.median(times[case])
+        wrong = 0
+        if args.check:
+            bench.fill()
+            call()
+            got = spec.result(bench, case[1])
+            if got is not None:
+                wrong = int(np.count_nonzero(got != expected))
+            wrong = native.allreduce(wrong, op=MPI.SUM)
+        algbw = size / elapsed / 1e9 if elapsed > 0 else 0.0
+        results[case] = (elapsed, algbw, algbw * spec.factor(bench.p), wrong)
+    return results
 
 
 def main(argv=None) -> int:
