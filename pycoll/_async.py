@@ -25,6 +25,7 @@ async call's arrays before its handle's ``wait()`` returns.
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 
 from pycoll._mpi import mpi
@@ -34,13 +35,15 @@ class Handle:
     """An asynchronous collective: ``wait()`` returns its result (or raises
     its error), ``done()`` says whether it has finished."""
 
-    __slots__ = ("_event", "_result", "_error", "name")
+    __slots__ = ("_event", "_result", "_error", "name", "_callbacks", "_lock")
 
     def __init__(self, name: str = "collective"):
         self._event = threading.Event()
         self._result = None
         self._error = None
         self.name = name
+        self._callbacks = []
+        self._lock = threading.Lock()
 
     def done(self) -> bool:
         return self._event.is_set()
@@ -54,9 +57,26 @@ class Handle:
             raise self._error
         return self._result
 
+    def add_done_callback(self, fn) -> None:
+        """Call ``fn(handle)`` once the call has finished: on the thread that
+        finishes it (the progress thread), or at once if it already has. fn
+        should be quick and must not wait on this communicator's calls."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(fn)
+                return
+        fn(self)
+
     def _finish(self, result=None, error=None) -> None:
         self._result, self._error = result, error
-        self._event.set()
+        with self._lock:
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            try:
+                fn(self)
+            except Exception:           # a callback's bug must not stop the progress thread
+                logging.getLogger("pycoll").exception("a done-callback of %s raised", self.name)
 
     def __repr__(self) -> str:
         return f"<pycoll.Handle {self.name} {'done' if self.done() else 'pending'}>"

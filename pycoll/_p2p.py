@@ -30,6 +30,7 @@ order] in _kernels/src/kernels.h), never on timing or addresses.
 from __future__ import annotations
 
 import functools
+import logging
 import time
 
 from pycoll._comm import MAX_SEGMENT_BYTES
@@ -133,6 +134,7 @@ class Channel:
         error = CollectiveTimeout(self.comm.Get_rank(), peer, self.collective, self.algorithm,
                                   self.step, self.steps, time.monotonic() - self.start)
         self._base._break(error)
+        logging.getLogger("pycoll").warning("%s; the communicator is broken", error)
         raise error
 
     # -- the vocabulary -------------------------------------------------

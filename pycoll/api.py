@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import operator
 import threading
@@ -49,6 +50,8 @@ from pycoll._pieces import Pieces, byte_views
 from pycoll.algorithms import ALGORITHMS, REGISTRY, Task
 from pycoll.algorithms.broadcast_binomial import binomial_broadcast
 from pycoll.errors import MismatchError
+
+log = logging.getLogger("pycoll")
 
 SUM, PROD, MAX, MIN, AVG = Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.AVG
 BAND, BOR, BXOR = Op.BAND, Op.BOR, Op.BXOR
@@ -231,6 +234,8 @@ class Plan:
         # between them (PYCOLL_SEGMENT_BYTES may be any number).
         item = args.dtype.itemsize
         segment = max(item, segment - segment % item)
+        log.debug("%s %s n=%d p=%d: %s, segments of %d bytes", args.collective, args.dtype.name,
+                  args.n, comm.size, self.algorithm, segment)
         self.channel = Channel(comm, 0, op, args.dtype.code, segment)
         self.task = Task(self.channel, comm.rank, comm.size, args.root, args.dtype.itemsize,
                          counts=args.counts, exclusive=args.exclusive)

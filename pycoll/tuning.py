@@ -37,12 +37,15 @@ model, ``PYCOLL_SEGMENT_BYTES`` the segment size.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import socket
 from pathlib import Path
 
 from pycoll.algorithms import ALGORITHMS, REGISTRY
+
+log = logging.getLogger(__name__)
 
 # Segment sizes (bytes): a reduction pipelines through cache-sized pieces;
 # a pipelined chain cuts for overlap; anything else moves each transfer as
@@ -220,9 +223,15 @@ def load_params(library_version: str, p: int):
     path = cache_path(library_version, p)
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except FileNotFoundError:
+        log.debug("no calibration at %s: the default parameters apply", path)
         return None
-    return merge_params(data.get("params"))
+    except (OSError, ValueError) as exc:
+        log.warning("calibration %s is unreadable (%s): the default parameters apply", path, exc)
+        return None
+    params = merge_params(data.get("params") if isinstance(data, dict) else None)
+    log.debug("calibration %s: %s", path, "loaded" if params else "not a calibration, ignored")
+    return params
 
 
 def merge_params(params):

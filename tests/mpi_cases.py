@@ -828,6 +828,91 @@ def group_overlap(run):
 
 
 
+# ---------------------------------------------------------------------------
+# Embedding under frameworks: logging, done-callbacks, data-parallel and ZeRO helpers
+
+
+def group_frameworks(run):
+    import logging
+    import threading
+    from pycoll.parallel import DataParallel, ShardedOptimizer, sgd
+    comm, p, r = run.comm, run.p, run.r
+
+    # Diagnostics go to the "pycoll" logger, never to stdout.
+    records = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    logger = logging.getLogger("pycoll")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        comm.allreduce(np.ones(7 + p, np.float32), algorithm="ring")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(logging.NOTSET)
+    assert any("allreduce float32" in rec.getMessage() and "ring" in rec.getMessage()
+               for rec in records), [rec.getMessage() for rec in records]
+    run.count += 1
+
+    # Done-callbacks: once, with the finished handle; at once if already done.
+    seen, finished = [], threading.Event()
+    h = comm.allreduce(np.ones(3), async_op=True)
+    h.add_done_callback(lambda hh: (seen.append(hh.done()), finished.set()))
+    h.wait()
+    assert finished.wait(10) and seen == [True], seen
+    h.add_done_callback(lambda hh: seen.append("late"))
+    assert seen == [True, "late"], seen
+    run.count += 1
+
+    # DataParallel: rank 0's parameters everywhere; gradients averaged or summed.
+    params = [np.full((3, 2), float(r)), np.full(4, 10.0 + r)]
+    dp = DataParallel(params, comm)
+    run.check("dp broadcast", params[0], np.zeros((3, 2)))
+    run.check("dp broadcast 1", params[1], np.full(4, 10.0))
+    grads = [np.full((3, 2), float(r + 1)), np.full(4, 2.0 * r)]
+    dp.sync(grads)
+    run.check("dp mean", grads[0], np.full((3, 2), (p + 1) / 2))
+    run.check("dp mean 1", grads[1], np.full(4, float(p - 1)))
+    summed = [np.full(5, float(r + 1))]
+    DataParallel(comm=comm, mean=False).sync(summed)
+    run.check("dp sum", summed[0], np.full(5, p * (p + 1) / 2))
+    batch = np.arange(10 * 3).reshape(10, 3)
+    run.check("dp shard", dp.shard(batch), np.array_split(batch, p)[r])
+
+    # ShardedOptimizer: the same step as the replicated one, blocks uneven.
+    shapes = [(5, 2), (p + 2,), (1, 3)]
+    params = [np.arange(np.prod(s), dtype=np.float64).reshape(s) + r for s in shapes]
+    reference = [np.arange(np.prod(s), dtype=np.float64).reshape(s) for s in shapes]
+    opt = ShardedOptimizer(params, sgd(0.5, momentum=0.9), comm)
+    replicated, state = sgd(0.5, momentum=0.9), {}
+    for step in range(3):
+        grads = [np.full(s, float(r + step)) for s in shapes]
+        mean = [np.full(s, (p - 1) / 2 + step) for s in shapes]
+        opt.step(grads)
+        replicated(reference, mean, state)
+        for k, (a, e) in enumerate(zip(params, reference)):
+            run.check(f"zero step {step} param {k}", a, e)
+            run.same_everywhere(f"zero step {step} param {k}", a)
+    own = sum(b.nbytes for b in opt.state["momentum"])
+    assert own == sum(np.array_split(np.zeros(s), p)[r].nbytes for s in shapes), own
+    expect(ValueError, "params[0] is 0-d", ShardedOptimizer, [np.float64(1.0)], sgd(0.1), comm)
+    expect(ValueError, "2 gradients for 3 parameters", opt.step, grads[:2])
+    expect(ValueError, "grads[0] has shape (2, 5)", opt.step, [np.zeros((2, 5))] + grads[1:])
+    y = comm.allreduce(np.array([1.0]))
+    run.check("after framework errors", y, np.array([float(p)]))
+
+
+def group_jax(run):
+    """JAX CPU arrays in (through DLPack); numpy arrays out, dtype kept."""
+    import jax.numpy as jnp
+    comm, p, r = run.comm, run.p, run.r
+    x = jnp.arange(6, dtype=jnp.float32).reshape(2, 3) * (r + 1)
+    run.check("jax allreduce", comm.allreduce(x), np.arange(6, dtype=F32).reshape(2, 3) * (p * (p + 1) / 2))
+    b = jnp.full((4,), r, dtype=jnp.bfloat16)
+    run.check("jax bf16", comm.allreduce(b), np.full(4, sum(range(p)), BF16))
+    run.check("jax allgather", comm.allgather(jnp.array([r], dtype=jnp.int32)), np.arange(p, dtype=np.int32))
+
+
 def groups() -> dict:
     """Every group_<name> function of this file, by name."""
     return {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}

@@ -98,7 +98,15 @@ class FusionManager:
 
     def allreduce(self, arrays, fusion=None, split_indices=None) -> list:
         """Allreduce every array in place, one collective per bucket; returns
-        the list."""
+        the list.
+
+        Example (2 ranks, op=SUM)::
+
+            arrays = [np.full(2, rank), np.full(3, 10 * rank)]   # rank 0: [0 0], [0 0 0]
+                                                                # rank 1: [1 1], [10 10 10]
+            fm.allreduce(arrays)                                # both:   [1 1], [10 10 10]
+            fm.allreduce(arrays, fusion=[1, 0])                 # ids: array 1 travels alone
+        """
         return self._allreduce(list(arrays), fusion, split_indices, False).wait()
 
     def allreduce_async(self, arrays, fusion=None, split_indices=None) -> "FusedHandle":
