@@ -1,7 +1,7 @@
 """Regenerate README's performance section from fresh runs on this machine.
 
-    python bench/perf_report.py run [--procs 2,4] [--repeat 3]   # once per MPI venv
-    python bench/perf_report.py render                           # README section + plot
+    python bench/perf_report.py run [--procs 2,4] [--repeat 3] [--parts bench,fusion]  # per MPI venv
+    python bench/perf_report.py render                           # README sections + plot
 
 ``run`` uses the MPI library of the running venv. For each p it calibrates
 the cost model (``python -m pycoll.tune``; the calibration is what "auto"
@@ -9,13 +9,15 @@ then uses), then repeats ``--repeat`` times: the benchmark CLI for
 allreduce, reduce, allgather, reduce_scatter and broadcast (float32 and
 bfloat16, every algorithm and native MPI in one launch), allreduce at equal
 element counts in float32, float16 and bfloat16, and the small-message
-latency (bench/latency.py). Every JSON lands in bench/results/<mpi>/p<p>/.
+latency (bench/latency.py); and the fusion benchmark (bench/bench_fusion.py).
+Every JSON lands in bench/results/<mpi>/p<p>/.
 
 ``render`` reads all of bench/results and rewrites the section between the
 markers in README.md: the targets of the performance work with their
 ratios (medians over the repeats of each run's ratio), the model's
 predictions beside the measurements, busbw tables per algorithm, and the
-plot bench/results/busbw.png. Nothing here is a test.
+plot bench/results/busbw.png; and the fusion table between its own
+markers. Nothing here is a test.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 BEGIN, END = "<!-- perf-table -->", "<!-- /perf-table -->"
+FUSION_BEGIN, FUSION_END = "<!-- fusion-table -->", "<!-- /fusion-table -->"
 OPS = ("allreduce", "reduce", "allgather", "reduce_scatter", "broadcast")
 # Every algorithm and native take turns at each size (-R rounds of -n
 # iterations; the median round counts), so drift on the shared machine
@@ -64,26 +67,45 @@ def launch(p: int, argv: list, timeout: int = 3600) -> str:
     return proc.stdout
 
 
-def run(procs: list, repeat: int) -> None:
+def run(procs: list, repeat: int, parts: set, resume: bool = False) -> None:
+    """Run the sweeps into bench/results/<mpi>/p<P>/. With resume, outputs
+    already on disk (from an interrupted report) are kept and not rerun."""
     from pycoll import tuning
+
+    def launch_into(out: Path, p: int, argv: list) -> None:
+        if resume and out.exists():
+            print(f"  kept {out.relative_to(ROOT)}", flush=True)
+            return
+        launch(p, argv + ["--json", str(out)])
 
     library = launch(1, ["-c", "from mpi4py import MPI; print(MPI.Get_library_version())"])
     slug = tuning.library_slug(library)
     for p in procs:
         where = RESULTS / slug / f"p{p}"
         where.mkdir(parents=True, exist_ok=True)
-        print(f"{slug} p={p}: calibrating", flush=True)
-        launch(p, ["-m", "pycoll.tune"])
-        shutil.copy(tuning.cache_path(library, p), where / "tuning.json")
+        if "fusion" in parts:
+            for k in range(1, repeat + 1):
+                print(f"{slug} p={p}: fusion run {k}/{repeat}", flush=True)
+                launch_into(where / f"fusion_run{k}.json", p, ["bench/bench_fusion.py"])
+        if "bench" not in parts:
+            continue
+        if resume and (where / "tuning.json").exists():
+            cache = tuning.cache_path(library, p)
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(where / "tuning.json", cache)
+        else:
+            print(f"{slug} p={p}: calibrating", flush=True)
+            launch(p, ["-m", "pycoll.tune"])
+            shutil.copy(tuning.cache_path(library, p), where / "tuning.json")
         for k in range(1, repeat + 1):
             for op in OPS:
                 print(f"{slug} p={p}: {op} run {k}/{repeat}", flush=True)
-                launch(p, ["-m", "pycoll.bench", op, *SWEEP, "-d", "float32,bfloat16", "-a", "all",
-                           "--json", str(where / f"{op}_run{k}.json")])
-            launch(p, ["-m", "pycoll.bench", "allreduce", "-b", "512K", "-e", "64M", "-f", "2", "-n", "4",
-                       "-R", "5", "-w", "3", "-d", "float32,float16,bfloat16", "-a", "auto",
-                       "--json", str(where / f"half_run{k}.json")])
-            launch(p, ["bench/latency.py", "--json", str(where / f"latency_run{k}.json")])
+                launch_into(where / f"{op}_run{k}.json", p,
+                            ["-m", "pycoll.bench", op, *SWEEP, "-d", "float32,bfloat16", "-a", "all"])
+            launch_into(where / f"half_run{k}.json", p,
+                        ["-m", "pycoll.bench", "allreduce", "-b", "512K", "-e", "64M", "-f", "2", "-n", "4",
+                         "-R", "5", "-w", "3", "-d", "float32,float16,bfloat16", "-a", "auto"])
+            launch_into(where / f"latency_run{k}.json", p, ["bench/latency.py"])
 
 
 # ---------------------------------------------------------------------------
@@ -101,11 +123,12 @@ class Runs:
     def __init__(self, where: Path):
         self.where = where
         self.bench = defaultdict(list)          # op -> [ {key: row} per run ]
+        self.fusion = []                        # bench/bench_fusion.py's JSON, per run
         for path in sorted(where.glob("*_run*.json")):
             kind = path.name.split("_run")[0]
             data = json.loads(path.read_text())
-            if kind == "latency":
-                self.bench["latency"].append(data)
+            if kind in ("latency", "fusion"):
+                (self.bench["latency"] if kind == "latency" else self.fusion).append(data)
                 continue
             self.meta = data["meta"]
             rows = {(r["op"], r["algorithm"], r["dtype"], r["size"], r["inplace"]): r for r in data["rows"]}
@@ -229,6 +252,58 @@ def busbw_table(runs: Runs, op: str, dtype: str, shown: set) -> list:
     return lines
 
 
+def fusion_section() -> list:
+    """README's fusion table: bench/bench_fusion.py's medians per (MPI, p)."""
+    lines = [FUSION_BEGIN, ""]
+    for mpi_dir in sorted(d for d in RESULTS.iterdir() if d.is_dir()):
+        for p_dir in sorted(mpi_dir.iterdir()):
+            runs = Runs(p_dir).fusion
+            if not runs:
+                continue
+            first = runs[0]
+
+            def m(part, key):
+                return med([r[part][key] for r in runs])
+            small, resnet = first["small"], first["resnet50"]
+            lines += [f"**{first['mpi']}, p = {first['p']}** (medians of {len(runs)} runs of "
+                      f"`mpiexec -n {first['p']} python bench/bench_fusion.py`; times in ms):", "",
+                      "| case | fused | against | ratio | target | |", "|---|---:|---|---:|---|---|"]
+            speedup = m("small", "speedup")
+            lines.append(f"| {small['arrays']:,} float32 arrays, 256 B – 64 KiB "
+                         f"({small['bytes'] / MiB:.1f} MiB) | {m('small', 'fused_ms'):.2f} | one "
+                         f"allreduce per array {m('small', 'per_array_ms'):.2f} | {speedup:.1f}× "
+                         f"faster | ≥ 5× | {'met' if speedup >= 5 else '**not met**'} |")
+            over_flat, over_each = m("resnet50", "fused_over_flat"), m("resnet50", "fused_over_per_array")
+            lines.append(f"| ResNet-50, {resnet['tensors']} arrays ({resnet['values']:,} values), "
+                         f"each allocated alone | {m('resnet50', 'fused_ms'):.1f} | one flat "
+                         f"allreduce {m('resnet50', 'flat_ms'):.1f} | {over_flat:.2f}× | ≤ 1.25× | "
+                         f"{'met' if over_flat <= 1.25 else '**not met**'} |")
+            lines.append(f"| the same | | one allreduce per array {m('resnet50', 'per_array_ms'):.1f} | "
+                         f"{over_each:.2f}× | ≤ 1.0× | {'met' if over_each <= 1.0 else '**not met**'} |")
+            views = m("resnet50", "fused_views_over_flat")
+            lines.append(f"| ResNet-50 as views of one buffer (`flat_buffer`) | "
+                         f"{m('resnet50', 'fused_views_ms'):.1f} | one flat allreduce | "
+                         f"{views:.2f}× | ≤ 1.25× | {'met' if views <= 1.25 else '**not met**'} |")
+            lines += ["", f"Overlap: a simulated backward pass of {first['overlap']['layers']} layers, "
+                      f"{first['overlap']['layer_ms']:g} ms of (sleeping) compute each, took "
+                      f"{m('overlap', 'compute_ms'):.0f} ms alone, "
+                      f"{m('overlap', 'compute_then_allreduce_ms'):.0f} ms followed by the fused "
+                      f"allreduce, and {m('overlap', 'overlapped_ms'):.0f} ms with `mark_ready` after "
+                      f"each layer: {m('overlap', 'communication_hidden'):.0%} of the communication "
+                      f"hidden behind the compute. Buckets chosen for ResNet-50: "
+                      f"{', '.join(resnet.get('ways', []))}.", ""]
+    lines.append(FUSION_END)
+    return lines
+
+
+def replace_section(body: str, begin: str, end: str, lines: list) -> str:
+    text = "\n".join(lines)
+    if begin in body:
+        head, rest = body.split(begin, 1)
+        return head + text + rest.split(end, 1)[1]
+    return body + "\n" + text + "\n"
+
+
 def render() -> None:
     sections = [BEGIN, ""]
     plots = []
@@ -274,13 +349,8 @@ def render() -> None:
         sections += [f"![allreduce busbw against size]({png.relative_to(ROOT)})", ""]
     sections.append(END)
     readme = ROOT / "README.md"
-    body = readme.read_text()
-    text = "\n".join(sections)
-    if BEGIN in body:
-        head, rest = body.split(BEGIN, 1)
-        body = head + text + rest.split(END, 1)[1]
-    else:
-        body += "\n" + text + "\n"
+    body = replace_section(readme.read_text(), BEGIN, END, sections)
+    body = replace_section(body, FUSION_BEGIN, FUSION_END, fusion_section())
     readme.write_text(body)
     print("README.md updated")
 
@@ -290,9 +360,13 @@ def main() -> int:
     parser.add_argument("what", choices=("run", "render"))
     parser.add_argument("--procs", default="2,4")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--parts", default="bench,fusion",
+                        help="what to run: bench (the CLI sweeps, calibration, latency), fusion")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the outputs (and calibration) an interrupted run left, run only the rest")
     args = parser.parse_args()
     if args.what == "run":
-        run([int(p) for p in args.procs.split(",")], args.repeat)
+        run([int(p) for p in args.procs.split(",")], args.repeat, set(args.parts.split(",")), args.resume)
     else:
         render()
     return 0
