@@ -7,13 +7,17 @@ modelled time is
 
     T(n, p) = steps(p) * alpha + bytes_on_wire(n, p) * beta + reduce_bytes(n, p) * gamma
 
-with (alpha, beta) per algorithm and per size regime: implementations
-differ in what a step costs and in how they use the memory system, and so
-does one algorithm on either side of SPLIT, the segment size of a
-reduction: below it a vector is one message (for recursive doubling and the
-tree, one C call in the small-message lane) and reduces in cache; above it
-transfers are segmented Python steps and the data no longer fits the cache.
-One pair for all of that mispredicts. gamma is the reduction kernel's time per byte, measured, not
+with (alpha, beta) per algorithm and per size regime (REGIMES):
+implementations differ in what a step costs and in how they use the memory
+system, and so does one algorithm at different sizes. Up to SPLIT, the
+segment size of a reduction, a vector is one message (for recursive
+doubling and the tree, one C call in the small-message lane) and reduces in
+cache ("small"); above it transfers are segmented Python steps ("large");
+above HUGE an algorithm's buffers (input, output, received) outgrow the
+last-level cache and every byte comes from memory ("huge": recursive
+doubling, which moves and reduces the whole vector, costs nearly twice as
+much per byte there as at 4 MiB, the ring a third more). One pair for all of
+that mispredicts. gamma is the reduction kernel's time per byte, measured, not
 fitted: for float32, times the dtype's ``kernel_cost`` (a bfloat16 byte
 costs about 2.7 float32 bytes here). At p = 2 the bytes sent and the bytes
 reduced are proportional, so a fit could not tell beta from gamma; the
@@ -51,6 +55,10 @@ log = logging.getLogger(__name__)
 # a pipelined chain cuts for overlap; anything else moves each transfer as
 # one message (as native MPI does), capped so that a count stays an int.
 REDUCE_SEGMENT = SPLIT = 1 << 20
+# Above this many bytes of vector (block, for block collectives) the
+# "huge" regime: three such buffers no longer fit this machine's 32 MiB L3.
+HUGE = 8 << 20
+REGIMES = ("small", "large", "huge")
 MIN_PIPELINE_SEGMENT, MAX_PIPELINE_SEGMENT = 64 << 10, 4 << 20
 WHOLE = 1 << 30
 PIPELINED = {("broadcast", "pipeline"), ("scan", "linear")}
@@ -75,43 +83,46 @@ DEFAULT_PARAMS = {
     "kernel_cost": {'float32': 1.0, 'float64': 1.01, 'float16': 2.42, 'bfloat16': 1.8, 'int32': 0.99, 'complex64': 1.04},
     "algorithms": {
         "allreduce": {
-            "ring": {"small": (8.54e-06, 1.34e-10), "large": (0.00e+00, 1.52e-10)},
-            "recursive_doubling": {"small": (3.59e-06, 1.17e-10), "large": (0.00e+00, 1.81e-10)},
-            "rabenseifner": {"small": (9.44e-06, 1.37e-10), "large": (0.00e+00, 1.53e-10)},
-            "tree": {"small": (2.40e-06, 2.78e-10), "large": (0.00e+00, 2.25e-10)},
+            "ring": {"small": (7.34e-06, 1.06e-10), "large": (0.00e+00, 1.25e-10), "huge": (0.00e+00, 2.04e-10)},
+            "recursive_doubling": {"small": (2.96e-06, 8.85e-11), "large": (0.00e+00, 1.45e-10), "huge": (0.00e+00, 3.80e-10)},
+            "rabenseifner": {"small": (7.98e-06, 1.12e-10), "large": (0.00e+00, 1.21e-10), "huge": (0.00e+00, 1.99e-10)},
+            "tree": {"small": (1.88e-06, 2.44e-10), "large": (0.00e+00, 2.27e-10), "huge": (0.00e+00, 2.77e-10)},
         },
         "broadcast": {
-            "binomial": {"small": (1.90e-05, 8.60e-11), "large": (0.00e+00, 7.26e-11)},
-            "scatter_allgather": {"small": (1.29e-05, 1.37e-10), "large": (0.00e+00, 9.38e-11)},
-            "pipeline": {"small": (1.66e-05, 8.84e-11), "large": (0.00e+00, 7.52e-11)},
+            "binomial": {"small": (2.03e-05, 3.88e-11), "large": (0.00e+00, 4.67e-11), "huge": (0.00e+00, 7.43e-11)},
+            "scatter_allgather": {"small": (1.12e-05, 1.18e-10), "large": (5.22e-06, 6.95e-11), "huge": (0.00e+00, 9.17e-11)},
+            "pipeline": {"small": (1.61e-05, 5.02e-11), "large": (0.00e+00, 4.89e-11), "huge": (0.00e+00, 7.51e-11)},
         },
         "reduce": {
-            "binomial": {"small": (5.47e-06, 6.78e-11), "large": (6.77e-05, 1.17e-10)},
-            "rabenseifner": {"small": (5.32e-06, 1.12e-10), "large": (1.93e-06, 1.25e-10)},
+            "binomial": {"small": (7.88e-06, 8.65e-11), "large": (0.00e+00, 1.11e-10), "huge": (0.00e+00, 1.24e-10)},
+            "rabenseifner": {"small": (6.99e-06, 8.55e-11), "large": (0.00e+00, 1.16e-10), "huge": (1.21e-04, 1.40e-10)},
         },
         "allgather": {
-            "ring": {"small": (6.50e-06, 6.57e-10), "large": (7.16e-04, 1.95e-10)},
-            "recursive_doubling": {"small": (7.05e-06, 6.66e-10), "large": (7.10e-04, 2.25e-10)},
-            "bruck": {"small": (8.91e-06, 7.93e-10), "large": (4.12e-04, 4.50e-10)},
+            "ring": {"small": (8.08e-06, 6.16e-10), "large": (6.60e-04, 2.07e-10), "huge": (0.00e+00, 2.23e-10)},
+            "recursive_doubling": {"small": (9.03e-06, 6.43e-10), "large": (6.56e-04, 2.91e-10), "huge": (0.00e+00, 2.67e-10)},
+            "bruck": {"small": (1.09e-05, 6.93e-10), "large": (5.16e-04, 3.81e-10), "huge": (0.00e+00, 5.51e-10)},
         },
         "reduce_scatter": {
-            "ring": {"small": (7.25e-06, 1.72e-10), "large": (0.00e+00, 1.28e-10)},
-            "recursive_halving": {"small": (9.41e-06, 2.22e-10), "large": (0.00e+00, 1.85e-10)},
+            "ring": {"small": (9.38e-06, 1.07e-10), "large": (0.00e+00, 1.08e-10), "huge": (0.00e+00, 1.21e-10)},
+            "recursive_halving": {"small": (1.19e-05, 1.32e-10), "large": (0.00e+00, 1.55e-10), "huge": (0.00e+00, 2.07e-10)},
         },
         "gather": {
-            "binomial": {"small": (8.53e-06, 1.21e-10), "large": (0.00e+00, 1.38e-10)},
-            "linear": {"small": (7.24e-06, 1.27e-10), "large": (0.00e+00, 1.37e-10)},
+            "binomial": {"small": (1.15e-05, 8.88e-11), "large": (0.00e+00, 1.23e-10), "huge": (0.00e+00, 1.78e-10)},
+            "linear": {"small": (1.02e-05, 8.86e-11), "large": (0.00e+00, 1.23e-10), "huge": (0.00e+00, 1.76e-10)},
         },
         "scatter": {
-            "binomial": {"small": (1.66e-05, 1.27e-10), "large": (0.00e+00, 1.53e-10)},
-            "linear": {"small": (1.54e-05, 1.32e-10), "large": (0.00e+00, 1.51e-10)},
+            "binomial": {"small": (1.99e-05, 1.08e-10), "large": (0.00e+00, 1.10e-10), "huge": (0.00e+00, 1.71e-10)},
+            "linear": {"small": (1.85e-05, 1.08e-10), "large": (0.00e+00, 1.12e-10), "huge": (0.00e+00, 1.65e-10)},
         },
         "alltoall": {
-            "pairwise": {"small": (7.29e-06, 1.28e-10), "large": (0.00e+00, 1.69e-10)},
+            "pairwise": {"small": (8.13e-06, 1.52e-10), "large": (0.00e+00, 1.41e-10), "huge": (0.00e+00, 2.21e-10)},
         },
-        "scan": {"recursive_doubling": {"small": (3.0e-06, 1.0e-10), "large": (1.0e-05, 2.0e-10)},
-                 "linear": {"small": (6.0e-06, 1.2e-10), "large": (1.0e-05, 1.2e-10)}},
-        "barrier": {"dissemination": {"small": (4.0e-06, 0.0), "large": (4.0e-06, 0.0)}},
+        "scan": {"recursive_doubling": {"small": (3.0e-06, 1.0e-10), "large": (1.0e-05, 2.0e-10),
+                                        "huge": (1.0e-05, 2.0e-10)},
+                 "linear": {"small": (6.0e-06, 1.2e-10), "large": (1.0e-05, 1.2e-10),
+                            "huge": (1.0e-05, 1.2e-10)}},
+        "barrier": {"dissemination": {"small": (4.0e-06, 0.0), "large": (4.0e-06, 0.0),
+                                      "huge": (4.0e-06, 0.0)}},
     },
 }
 
@@ -122,8 +133,9 @@ def gamma(params, dtype: str | None = None) -> float:
 
 
 def regime(n: int) -> str:
-    """"small" for a vector or block of at most SPLIT bytes, else "large"."""
-    return "small" if n <= SPLIT else "large"
+    """The size regime of a vector or block of n bytes: "small" up to SPLIT,
+    "large" up to HUGE, "huge" above."""
+    return "small" if n <= SPLIT else "large" if n <= HUGE else "huge"
 
 
 def modelled_time(collective: str, algorithm: str, n: int, p: int, params=None,
@@ -246,8 +258,10 @@ def merge_params(params):
         for name, pieces in algs.items():
             if (collective in merged["algorithms"] and name in merged["algorithms"][collective]
                     and isinstance(pieces, dict) and {"small", "large"} <= set(pieces)):
+                # A calibration from before the "huge" regime: "large" stands for it.
+                pieces = {"huge": pieces["large"], **pieces}
                 merged["algorithms"][collective][name] = {
-                    k: tuple(float(v) for v in pieces[k][:2]) for k in ("small", "large")}
+                    k: tuple(float(v) for v in pieces[k][:2]) for k in REGIMES}
     return merged
 
 
@@ -255,7 +269,9 @@ def fit(samples, gamma_f32: float) -> tuple:
     """(alpha, beta) >= 0 minimising the squared relative error of
     T = steps*alpha + wire*beta + reduced*gamma over samples of (steps, wire,
     reduced, measured seconds), gamma known. Non-negative least squares by
-    trying each set of free parameters (there are two)."""
+    trying each set of free parameters (there are two). Where fits tie (a
+    regime with one sample), the one with beta alone wins: a time that grows
+    with the bytes is the safer extrapolation."""
     import numpy as np
 
     rows = [(s / t, w / t, 1 - r * gamma_f32 / t) for s, w, r, t in samples if t > 0]
@@ -264,7 +280,7 @@ def fit(samples, gamma_f32: float) -> tuple:
     a = np.array([r[:2] for r in rows], float)
     b = np.array([r[2] for r in rows], float)
     best, best_err = np.zeros(2), math.inf
-    for free in ((0,), (1,), (0, 1)):
+    for free in ((1,), (0,), (0, 1)):
         cols = a[:, free]
         if not cols.any():
             continue
@@ -274,7 +290,7 @@ def fit(samples, gamma_f32: float) -> tuple:
         full = np.zeros(2)
         full[list(free)] = theta
         err = float(((a @ full - b) ** 2).sum())
-        if err < best_err:
+        if err < best_err - 1e-12:
             best, best_err = full, err
     return tuple(float(v) for v in best)
 

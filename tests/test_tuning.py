@@ -59,7 +59,7 @@ def test_every_algorithm_has_default_parameters():
     for collective, names in ALGORITHMS.items():
         for name in names:
             pieces = tuning.DEFAULT_PARAMS["algorithms"][collective][name]
-            assert set(pieces) == {"small", "large"}
+            assert set(pieces) == set(tuning.REGIMES)
             assert all(v >= 0 for pair in pieces.values() for v in pair)
             assert REGISTRY[collective][name].steps(4) >= 0
 
@@ -78,9 +78,28 @@ def test_cache_file_is_found_and_merged(tmp_path, monkeypatch):
     params = tuning.load_params(version, 4)
     assert params["gamma"] == 1e-11 and params["kernel_cost"]["bfloat16"] == 3.0
     assert params["algorithms"]["allreduce"]["ring"]["large"] == (2e-6, 1e-10)
+    # A calibration made before the "huge" regime: "large" stands for it.
+    assert params["algorithms"]["allreduce"]["ring"]["huge"] == (2e-6, 1e-10)
     assert params["algorithms"]["allreduce"]["tree"] == tuning.DEFAULT_PARAMS["algorithms"]["allreduce"]["tree"]
     path.write_text("not json")
     assert tuning.load_params(version, 4) is None
+
+
+def test_regimes_split_at_the_segment_and_the_cache():
+    assert tuning.regime(tuning.SPLIT) == "small"
+    assert tuning.regime(tuning.SPLIT + 1) == "large"
+    assert tuning.regime(tuning.HUGE) == "large"
+    assert tuning.regime(tuning.HUGE + 1) == "huge"
+
+
+def test_fit_of_one_sample_grows_with_the_bytes():
+    # One sample fits alpha alone and beta alone exactly; beta must win, or
+    # a regime calibrated at one size would price every larger size the same.
+    alpha, beta = tuning.fit([(1, 1 << 25, 0, 8e-3)], 0.0)
+    assert alpha == 0 and beta == pytest.approx(8e-3 / (1 << 25))
+    # Two samples on a line with an intercept: both parameters come back.
+    alpha, beta = tuning.fit([(2, 1e6, 0, 2e-5 + 1e-4), (2, 4e6, 0, 2e-5 + 4e-4)], 0.0)
+    assert alpha == pytest.approx(1e-5) and beta == pytest.approx(1e-10)
 
 
 def test_kernel_gamma_is_a_cost_per_byte():
