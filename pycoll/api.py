@@ -456,10 +456,23 @@ def _header(c, root: int, header, deadline, collective: str) -> tuple:
         if "error" in header or len(shape) > SHORT_DIMS:
             word[0] = HEADER_LONG
         else:
-            word[:3 + len(shape)] = [HEADER_OK, BY_NAME[header["dtype"]].code, len(shape), *shape]
+            word[:] = _header_word(BY_NAME[header["dtype"]], shape)
     channel = Channel(c, c.next_tag())
     channel.begin(deadline, collective, "header", 1)
     binomial_broadcast(channel, word.view(np.uint8), root, c.rank, c.size)
+    return _read_header(c, root, header, word)
+
+
+def _header_word(dtype: DType, shape) -> np.ndarray:
+    """The short header of an array of *dtype* and *shape* (at most SHORT_DIMS dimensions)."""
+    word = np.zeros(8, np.int64)
+    word[:3 + len(shape)] = [HEADER_OK, dtype.code, len(shape), *shape]
+    return word
+
+
+def _read_header(c, root: int, header, word) -> tuple:
+    """(DType, shape) of a header word every rank has received; a long
+    header's JSON follows (the root's error, raised on every rank)."""
     if word[0] == HEADER_LONG:
         header = _broadcast_json(c, header, root, sized=True)
         _raise_carried(header)
@@ -704,7 +717,14 @@ def broadcast(x, root=0, comm=None, algorithm="auto", async_op=False, timeout=No
     read-only) still takes part, then raises.
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    if not async_op and timeout is None and c._lane_ready:
+        done = _broadcast_lane(c, x, root, algorithm)
+        if done is not None:
+            return x
+    return _broadcast(c, x, root, algorithm, async_op, timeout)
 
+
+def _broadcast(c, x, root, algorithm, async_op, timeout):
     def prepare():
         r = _check_root(root, c.size)
         alg = _check_algorithm("broadcast", algorithm)
@@ -716,22 +736,121 @@ def broadcast(x, root=0, comm=None, algorithm="auto", async_op=False, timeout=No
                 _broadcast_plan(c, msg.dtype, msg.shape, r, alg).run(data=msg.data, deadline=deadline)
                 return x
             dtype, shape = _header(c, r, None, deadline, "broadcast")
-            problem, target = None, None
-            if x is None:
-                target = _message.new(shape, dtype)
-            else:
-                try:
-                    target = _message.output(x, shape, dtype, name="x")
-                except (TypeError, ValueError) as exc:
-                    problem = exc
-                    target = _message.new(shape, dtype)
-            _broadcast_plan(c, dtype, shape, r, alg).run(data=target.data, deadline=deadline)
-            if problem is not None:
-                raise problem
-            result = target.finish()
-            return result if x is None else x
+            return _broadcast_receive(c, x, r, alg, dtype, shape, deadline)
         return {"collective": "broadcast", "root": r, "algorithm": alg}, run
     return _call(c, "broadcast", async_op, timeout, prepare)
+
+
+def _broadcast_receive(c, x, r, alg, dtype, shape, deadline):
+    """A non-root's part once the header is known: receive (and forward)
+    the root's data into x, or into a new array; x that does not match the
+    root's array still takes part (into a scratch array), then raises."""
+    problem, target = None, None
+    if x is None:
+        target = _message.new(shape, dtype)
+    else:
+        try:
+            target = _message.output(x, shape, dtype, name="x")
+        except (TypeError, ValueError) as exc:
+            problem = exc
+            target = _message.new(shape, dtype)
+    _broadcast_plan(c, dtype, shape, r, alg).run(data=target.data, deadline=deadline)
+    if problem is not None:
+        raise problem
+    result = target.finish()
+    return result if x is None else x
+
+
+class _BroadcastLane:
+    """A repeated, plain broadcast of one (dtype, shape, root, algorithm)
+    whose plan runs the binomial tree in one message per edge: the header
+    word and the data go through C calls (pycoll/_mpicall.pyx), with none of
+    the Python of a general call. The messages, tags and their order are
+    those of the general path, so ranks taking either path interoperate
+    (a rank whose x does not match the root's takes the general one)."""
+
+    __slots__ = ("word", "expected", "received", "parent", "children", "nbytes")
+
+    def __init__(self, c, dtype: DType, shape: tuple, root: int):
+        self.word = _header_word(dtype, shape).view(np.uint8)
+        self.expected = self.word.tobytes()
+        self.received = np.zeros(8, np.int64)
+        self.nbytes = math.prod(shape) * dtype.itemsize
+        rel, size, mask = (c.rank - root) % c.size, c.size, 1
+        self.parent = None
+        while mask < size:
+            if rel & mask:
+                self.parent = (rel - mask + root) % size
+                break
+            mask <<= 1
+        self.children = []
+        mask >>= 1
+        while mask:
+            if rel + mask < size:
+                self.children.append((rel + mask + root) % size)
+            mask >>= 1
+
+
+LANE_MAX_BYTES = (1 << 31) - 1          # one C call's count is an int
+
+
+def _broadcast_lane(c, x, root, algorithm):
+    """Run a plain broadcast of a numpy array on its lane; None (and
+    nothing sent) for any call the lane does not take."""
+    if type(x) is not np.ndarray or c.transport is None or c._progress._pending \
+            or not (x.flags.c_contiguous and x.flags.aligned):
+        return None
+    key = ("broadcast-lane", x.dtype, x.shape, root, algorithm)
+    try:
+        lane = c._plans[key]
+    except KeyError:
+        if len(c._plans) >= PLAN_CACHE:
+            c._plans.clear()
+        lane = c._plans[key] = _make_broadcast_lane(c, x, root, algorithm)
+    except TypeError:
+        return None
+    if lane is None or (c.rank != root and not x.flags.writeable):
+        return None
+    transport, data = c.transport, x.reshape(-1).view(np.uint8)
+    c._live()
+    header_tag = c.next_tag()
+    if lane.parent is None:
+        for child in lane.children:
+            transport.send(lane.word, child, header_tag)
+        data_tag = c.next_tag()
+        for child in lane.children:
+            transport.send(data, child, data_tag)
+        return x
+    word = lane.received
+    transport.recv(word, lane.parent, header_tag)
+    for child in lane.children:
+        transport.send(word, child, header_tag)
+    if word.tobytes() != lane.expected:
+        # Not the array this rank expected: the general path from here.
+        dtype, shape = _read_header(c, root, None, word)
+        return _broadcast_receive(c, x, root, algorithm, dtype, shape, None)
+    data_tag = c.next_tag()
+    transport.recv(data, lane.parent, data_tag)
+    for child in lane.children:
+        transport.send(data, child, data_tag)
+    return x
+
+
+def _make_broadcast_lane(c, x, root, algorithm):
+    """The lane of this signature, or None when the call must take the
+    general path (which also reports whatever is wrong with it)."""
+    try:
+        r = _check_root(root, c.size)
+        alg = _check_algorithm("broadcast", algorithm)
+        dtype = dtype_of(x.dtype, "x")
+    except (TypeError, ValueError):
+        return None
+    if x.ndim > SHORT_DIMS or not 0 < x.nbytes <= LANE_MAX_BYTES or r != root:
+        return None
+    plan = _broadcast_plan(c, dtype, x.shape, r, alg)
+    if plan.algorithm != "binomial" or x.nbytes > plan.channel.segment:
+        return None
+    return _BroadcastLane(c, dtype, x.shape, r)
 
 
 def _broadcast_plan(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> Plan:

@@ -616,6 +616,57 @@ def group_lane(run):
     expected_lanes = comm.transport is not None and p > 0
     assert (lanes > 0) == expected_lanes, (lanes, comm.transport_info)
     run.count += 1
+    broadcast_lane_cases(run)
+
+
+def broadcast_lane_cases(run):
+    """The broadcast lane (pycoll/api.py _broadcast_lane) beside the general
+    path: ranks taking either one meet on the same messages, whichever
+    ranks pass x, None or an x that does not match the root's."""
+    comm, p, r = run.comm, run.p, run.r
+    for root in sorted({0, p - 1, p // 2}):
+        for repeat in range(3):
+            name = f"broadcast lane root {root} call {repeat}"
+            want = rank_data("float64", (5, 2), root, seed_of(name))
+            # Every third rank passes None (general path), the rest an x (lane).
+            mine = want.copy() if r == root else None if (r + repeat) % 3 == 0 else np.zeros((5, 2))
+            y = comm.broadcast(mine, root=root, algorithm="binomial")
+            run.check(name, y, want)
+            run.same_everywhere(name, y)
+            if mine is not None:
+                assert y is mine, name
+        for dtype in ("bfloat16", "int8", "complex64", "bool"):
+            name = f"broadcast lane {dtype} root {root}"
+            want = rank_data(dtype, (7,), root, seed_of(name))
+            for _ in range(2):
+                y = comm.broadcast(want.copy() if r == root else np.zeros_like(want), root=root)
+                run.check(name, y, want)
+    # A rank whose x does not match the root's, in the middle of the tree:
+    # it forwards the root's data to its children, then raises; the
+    # others, lane or not, get the root's data.
+    odd = p // 2 if p > 2 else None
+    for _ in range(2):
+        x = np.zeros(4) if r == odd else np.zeros(3)
+        if r == 0:
+            x[:] = [1, 2, 3]
+        if r == odd and r != 0:
+            expect(ValueError, "x has shape (4,), expected (3,)", comm.broadcast, x, 0)
+            assert not x.any(), "a mismatching x was written"
+        else:
+            comm.broadcast(x, root=0)
+            run.check("broadcast lane beside a mismatch", x, np.array([1.0, 2, 3]))
+    # Read-only x on a receiver: refused, after taking part; fine on the root.
+    ro = np.arange(3.0)
+    ro.setflags(write=False)
+    if r == 0:
+        comm.broadcast(ro, root=0)
+    else:
+        expect(ValueError, "read-only", comm.broadcast, ro, 0)
+    lanes = sum(1 for k, v in comm._plans.items() if k[0] == "broadcast-lane" and v is not None)
+    assert (lanes > 0) == (comm.transport is not None), (lanes, comm.transport_info)
+    y = comm.allreduce(np.array([r + 1.0]))
+    run.check("broadcast lane: tags agree after", y, np.array([p * (p + 1) / 2]))
+    run.count += 1
 
 
 def group_fail(run):
