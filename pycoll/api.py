@@ -1008,8 +1008,9 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
 
         def run(deadline):
             send = _send_bytes(c, a, xa)
-            start = sum(a.counts[:c.rank])
-            result_data[start:start + a.counts[c.rank]] = send
+            if not getattr(plan.module, "COPIES_OWN_BLOCK", False):
+                start = sum(a.counts[:c.rank])
+                result_data[start:start + a.counts[c.rank]] = send
             plan.run(send=send, out=result_data, deadline=deadline)
             return _done(result, result_data, writeback, out)
         return _gather_record("allgather", xa, sizes, algorithm), run

@@ -617,6 +617,25 @@ def group_lane(run):
     assert (lanes > 0) == expected_lanes, (lanes, comm.transport_info)
     run.count += 1
     broadcast_lane_cases(run)
+    overlapped_allgather_cases(run)
+
+
+def overlapped_allgather_cases(run):
+    """The ring allgather copies a block of 64 KiB or more into place while
+    step 0 sends it from the input; uneven sizes, in place and out."""
+    comm, p, r = run.comm, run.p, run.r
+    rows = [20000 + 3000 * i for i in range(p)]             # float32 rows of 80 KB and up
+    full = np.concatenate([np.arange(n, dtype=np.float32) + 1e5 * i for i, n in enumerate(rows)])
+    mine = full[sum(rows[:r]):sum(rows[:r + 1])].copy()
+    for _ in range(2):
+        y = comm.allgather(mine, algorithm="ring", sizes=rows)
+        run.check("allgather ring overlapped copy", y, full)
+        run.same_everywhere("allgather ring overlapped copy", y)
+    out = np.zeros_like(full)
+    out[sum(rows[:r]):sum(rows[:r + 1])] = mine
+    y = comm.allgather(out[sum(rows[:r]):sum(rows[:r + 1])], algorithm="ring", sizes=rows, out=out)
+    run.check("allgather ring in place", out, full)
+    run.count += 1
 
 
 def broadcast_lane_cases(run):

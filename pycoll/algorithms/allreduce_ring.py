@@ -62,16 +62,17 @@ def run(t):
     ring_allgather(ch, data, chunks, r, p, right, left, first=r + 1)
 
 
-def ring_allgather(ch, buf, blocks, index, p, right, left, first):
+def ring_allgather(ch, buf, blocks, index, p, right, left, first, start=0):
     """Pass blocks around a ring until every position has all of them.
 
     The rank at ring position *index* starts with block *first* complete;
     in step s it sends block first - s and receives block first - s - 1.
-    Blocks are indexed mod p; *right*/*left* are real ranks.
+    Blocks are indexed mod p; *right*/*left* are real ranks. Steps before
+    *start* are the caller's.
     """
     def view(b):
         lo, n = blocks[b % p]
         return buf[lo:lo + n]
 
-    for s in range(p - 1):
+    for s in range(start, p - 1):
         ch.sendrecv(view(first - s), right, view(first - s - 1), left)
