@@ -48,7 +48,7 @@ from pycoll._mpi import mpi
 from pycoll._p2p import Channel
 from pycoll._pieces import Pieces, byte_views
 from pycoll.algorithms import ALGORITHMS, REGISTRY, Task
-from pycoll.algorithms.broadcast_binomial import binomial_broadcast
+from pycoll.algorithms.broadcast_binomial import binomial_broadcast, binomial_edges
 from pycoll.errors import MismatchError
 
 log = logging.getLogger("pycoll")
@@ -769,26 +769,13 @@ class _BroadcastLane:
     those of the general path, so ranks taking either path interoperate
     (a rank whose x does not match the root's takes the general one)."""
 
-    __slots__ = ("word", "expected", "received", "parent", "children", "nbytes")
+    __slots__ = ("word", "expected", "received", "parent", "children")
 
     def __init__(self, c, dtype: DType, shape: tuple, root: int):
         self.word = _header_word(dtype, shape).view(np.uint8)
         self.expected = self.word.tobytes()
         self.received = np.zeros(8, np.int64)
-        self.nbytes = math.prod(shape) * dtype.itemsize
-        rel, size, mask = (c.rank - root) % c.size, c.size, 1
-        self.parent = None
-        while mask < size:
-            if rel & mask:
-                self.parent = (rel - mask + root) % size
-                break
-            mask <<= 1
-        self.children = []
-        mask >>= 1
-        while mask:
-            if rel + mask < size:
-                self.children.append((rel + mask + root) % size)
-            mask >>= 1
+        self.parent, self.children = binomial_edges(root, c.rank, c.size)
 
 
 LANE_MAX_BYTES = (1 << 31) - 1          # one C call's count is an int

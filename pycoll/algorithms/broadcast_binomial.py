@@ -31,17 +31,29 @@ def run(t):
 
 
 def binomial_broadcast(ch, data, root, rank, size):
+    parent, children = binomial_edges(root, rank, size)
+    if parent is not None:
+        ch.recv(data, parent)
+    sends = []
+    for child in children:
+        sends += ch.isend(data, child)
+    ch.wait(sends)
+
+
+def binomial_edges(root, rank, size):
+    """(parent or None, children largest subtree first) of *rank* in the
+    binomial tree rooted at *root*."""
     rel = (rank - root) % size
-    mask = 1
+    parent, mask = None, 1
     while mask < size:
         if rel & mask:
-            ch.recv(data, (rel - mask + root) % size)
+            parent = (rel - mask + root) % size
             break
         mask <<= 1
+    children = []
     mask >>= 1
-    sends = []
     while mask:
         if rel + mask < size:
-            sends += ch.isend(data, (rel + mask + root) % size)
+            children.append((rel + mask + root) % size)
         mask >>= 1
-    ch.wait(sends)
+    return parent, children
