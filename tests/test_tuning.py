@@ -92,6 +92,18 @@ def test_regimes_split_at_the_segment_and_the_cache():
     assert tuning.regime(tuning.HUGE + 1) == "huge"
 
 
+def test_footprint_prices_the_bytes_at_the_cold_regime():
+    """An array sent on its own inside a large bucket: its own alpha, the
+    bucket's beta."""
+    ring = tuning.DEFAULT_PARAMS["algorithms"]["allreduce"]["ring"]
+    n, p = 256 << 10, 2
+    hot = tuning.modelled_time("allreduce", "ring", n, p)
+    cold = tuning.modelled_time("allreduce", "ring", n, p, footprint=64 << 20)
+    wire = 2 * (p - 1) * n / p
+    assert cold - hot == pytest.approx(wire * (ring["huge"][1] - ring["small"][1]))
+    assert tuning.modelled_time("allreduce", "ring", n, p, footprint=n // 2) == hot
+
+
 def test_fit_of_one_sample_grows_with_the_bytes():
     # One sample fits alpha alone and beta alone exactly; beta must win, or
     # a regime calibrated at one size would price every larger size the same.

@@ -114,13 +114,15 @@ class FusionManager:
         return self._allreduce(list(arrays), fusion, split_indices, True)
 
     def _allreduce(self, arrays, fusion, split_indices, async_op) -> "FusedHandle":
-        # Every bucket but the last of a blocking call is queued, so that
-        # the next one is packed while it is on the wire; the last runs on
-        # this thread (after the others, in issue order).
+        # A blocking call queues a bucket only when the next one is packed,
+        # so that the packing happens while it is on the wire; the others
+        # run on this thread, in their turn (Note [Issue order]), without a
+        # hand-over to the progress thread.
         views, buckets, ways = self._buckets(arrays, fusion, split_indices)
         last = len(buckets) - 1
         handles = [h for k, b in enumerate(buckets)
-                   for h in self._launch(views, b, k, ways[k], async_op or k < last)]
+                   for h in self._launch(views, b, k, ways[k],
+                                         async_op or (k < last and ways[k + 1][0] == "pack"))]
         return FusedHandle(handles, arrays)
 
     def plan(self, arrays, fusion=None, split_indices=None) -> list:
@@ -173,34 +175,47 @@ class FusionManager:
     def _way(self, members: list) -> tuple:
         """(strategy, algorithm) of one bucket: the cheapest by the cost
         model, or the manager's fixed strategy."""
-        lying = all(a.flags.c_contiguous and a.flags.aligned for a in members)
+        if len(members) == 1:
+            return "each", None
+        costs = self.costs(members)
+        if self.strategy is not None:
+            chosen = self.strategy if self.strategy in costs else "pack"
+        else:
+            chosen = min(costs, key=lambda k: costs[k][0])
+        return chosen, costs[chosen][1]
+
+    def costs(self, members: list) -> dict:
+        """The model's (seconds, algorithm) of each way that can send this
+        bucket of arrays (the algorithm of "each" is None: every member's
+        own "auto")."""
         c = self.comm
         dtype = dtype_of(members[0].dtype)
         widen = api._work_dtype(dtype, self.accumulate).itemsize // dtype.itemsize
         sizes = [a.nbytes * widen for a in members]
         n = sum(sizes)
+        params = c.settings.params or tuning.DEFAULT_PARAMS
+        call = params.get("call_alpha", tuning.CALL_ALPHA)
 
         def best(nbytes, pieces=False):
             return tuning.best("allreduce", nbytes, c.size, c.settings, dtype.name,
                                self.algorithm, pieces)
-        params = c.settings.params or tuning.DEFAULT_PARAMS
-        call = params.get("call_alpha", tuning.CALL_ALPHA)
+
+        def alone(k):
+            # One member's own allreduce runs what "auto" picks for its size,
+            # on data as cold as the whole bucket's (tuning.modelled_time).
+            return call + tuning.modelled_time("allreduce", best(k)[0], k, c.size, params,
+                                               dtype.name, footprint=n)
         algorithm, t = best(n)
         costs = {"pack": (call + t + 2 * n * params.get("pack_beta", tuning.PACK_BETA), algorithm),
-                 "each": (sum(call + best(k)[1] for k in sizes), None)}
+                 "each": (sum(alone(k) for k in sizes), None)}
+        lying = all(a.flags.c_contiguous and a.flags.aligned for a in members)
         if lying and self.accumulate is None:
             algorithm, t = best(n, pieces=True)
             if algorithm is not None:
                 pieces = len(byte_views(members))
                 costs["pieces"] = (call + t + pieces * params.get("piece_alpha", tuning.PIECE_ALPHA),
                                    algorithm)
-        if len(members) == 1:
-            return "each", None
-        if self.strategy is not None:
-            chosen = self.strategy if self.strategy in costs else "pack"
-            return chosen, costs[chosen][1]
-        chosen = min(costs, key=lambda k: costs[k][0])
-        return chosen, costs[chosen][1]
+        return costs
 
     def _launch(self, views, bucket: list, slot: int, way: tuple, async_op: bool = True) -> list:
         """Issue one bucket *way*'s way: queued (*async_op*) or on this
@@ -217,9 +232,10 @@ class FusionManager:
             handle._finish(c._progress.call(run, "fused allreduce", False))
             return handle
         if strategy == "each":
-            return [issue(lambda a=a: c.allreduce(a, self.op, self.algorithm, out=a,
-                                                  accumulate=self.accumulate))
-                    for a in members]
+            def each():
+                for a in members:
+                    c.allreduce(a, self.op, self.algorithm, out=a, accumulate=self.accumulate)
+            return [issue(each)]
         if strategy == "pieces":
             dtype = dtype_of(members[0].dtype)
             return [issue(lambda: api._fused_allreduce(c, members, dtype, self.op, algorithm))]
