@@ -40,6 +40,8 @@ from pycoll._pieces import Pieces
 from pycoll._pieces import segments as _segments
 from pycoll.errors import CollectiveTimeout
 
+# sendrecv_copying overlaps its copy with the messages from this many bytes.
+COPY_OVERLAP = 64 << 10
 SPIN = 2000            # deadline waits test this many times before sleeping between tests
 NAP = 50e-6
 
@@ -176,6 +178,28 @@ class Channel:
         requests = self.irecv(recvbuf, source) if nr else []
         if ns:
             requests += self.isend(sendbuf, dest)
+        self.wait(requests)
+
+    def sendrecv_copying(self, sendbuf, dest: int, recvbuf, source: int, copy) -> None:
+        """sendrecv, and copy *sendbuf* into *copy* (a view of the same
+        length, or None) while the messages are in flight: an allgather's
+        first step, which sends this rank's block from the input as it is
+        put in place. Sending the input rather than the freshly written
+        copy also spares it MPICH's single-copy path at its slowest: a
+        2 MiB block read from pages just written took 1.2 ms instead of
+        0.2 ms in some launches here (native MPI_Allgather included).
+        Below COPY_OVERLAP bytes the copy comes first and the exchange is
+        one C call."""
+        if copy is None:
+            self.sendrecv(sendbuf, dest, recvbuf, source)
+            return
+        if len(sendbuf) < COPY_OVERLAP:
+            copy[:] = sendbuf
+            self.sendrecv(sendbuf, dest, recvbuf, source)
+            return
+        self.step += 1
+        requests = (self.irecv(recvbuf, source) if len(recvbuf) else []) + self.isend(sendbuf, dest)
+        copy[:] = sendbuf
         self.wait(requests)
 
     def _sendrecv1(self, sendbuf, dest: int, recvbuf, source: int) -> None:

@@ -994,11 +994,8 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
         result, result_data, writeback = _result(out, a.shape, a.dtype)
 
         def run(deadline):
-            send = _send_bytes(c, a, xa)
-            if not getattr(plan.module, "COPIES_OWN_BLOCK", False):
-                start = sum(a.counts[:c.rank])
-                result_data[start:start + a.counts[c.rank]] = send
-            plan.run(send=send, out=result_data, deadline=deadline)
+            # The algorithm puts this rank's block in place (_shape.own_block).
+            plan.run(send=_send_bytes(c, a, xa), out=result_data, deadline=deadline)
             return _done(result, result_data, writeback, out)
         return _gather_record("allgather", xa, sizes, algorithm), run
     return _call(c, "allgather", async_op, timeout, prepare)

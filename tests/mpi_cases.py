@@ -621,20 +621,27 @@ def group_lane(run):
 
 
 def overlapped_allgather_cases(run):
-    """The ring allgather copies a block of 64 KiB or more into place while
-    step 0 sends it from the input; uneven sizes, in place and out."""
+    """Every allgather puts this rank's block in place itself, copying a
+    block of 64 KiB or more while its first step sends it from the input;
+    uneven sizes, in place and out, small blocks too."""
     comm, p, r = run.comm, run.p, run.r
-    rows = [20000 + 3000 * i for i in range(p)]             # float32 rows of 80 KB and up
-    full = np.concatenate([np.arange(n, dtype=np.float32) + 1e5 * i for i, n in enumerate(rows)])
-    mine = full[sum(rows[:r]):sum(rows[:r + 1])].copy()
-    for _ in range(2):
-        y = comm.allgather(mine, algorithm="ring", sizes=rows)
-        run.check("allgather ring overlapped copy", y, full)
-        run.same_everywhere("allgather ring overlapped copy", y)
-    out = np.zeros_like(full)
-    out[sum(rows[:r]):sum(rows[:r + 1])] = mine
-    y = comm.allgather(out[sum(rows[:r]):sum(rows[:r + 1])], algorithm="ring", sizes=rows, out=out)
-    run.check("allgather ring in place", out, full)
+    for algo in ALGORITHMS["allgather"]:
+        for base in (20000, 5):                                 # float32 rows of 80 KB and up; tiny
+            rows = [base + 3000 * i * (base > 5) + i for i in range(p)]
+            full = np.concatenate([np.arange(n, dtype=np.float32) + 1e5 * i
+                                   for i, n in enumerate(rows)])
+            lo, hi = sum(rows[:r]), sum(rows[:r + 1])
+            mine = full[lo:hi].copy()
+            name = f"allgather {algo} own block {base}"
+            for _ in range(2):
+                y = comm.allgather(mine, algorithm=algo, sizes=rows)
+                run.check(name, y, full)
+                run.same_everywhere(name, y)
+            assert np.array_equal(mine, full[lo:hi]), name          # the input is untouched
+            out = np.zeros_like(full)
+            out[lo:hi] = mine
+            comm.allgather(out[lo:hi], algorithm=algo, sizes=rows, out=out)
+            run.check(name + " in place", out, full)
     run.count += 1
 
 

@@ -93,3 +93,17 @@ def blocks_from_counts(counts) -> list:
         out.append((total, c))
         total += c
     return out
+
+
+def own_block(t, lo: int, n: int) -> tuple:
+    """(this rank's block as an allgather sends it, the view of the result
+    it must be copied into or None): the input when the rank has one apart
+    from the result, else the result's bytes [lo, lo + n) already in place.
+    The allgathers put their own block in place themselves (the API does
+    not), during their first step (Channel.sendrecv_copying)."""
+    own = t.out[lo:lo + n]
+    send = t.send
+    if send is None or (len(send) == n and send.__array_interface__["data"][0]
+                        == own.__array_interface__["data"][0]):
+        return own, None
+    return send, own

@@ -11,7 +11,7 @@ a final rotation puts the blocks in rank order.
     bytes sent     (p - 1) * n            (n = one block)
     bytes reduced  0
 """
-from pycoll.algorithms._shape import blocks_from_counts, log2_ceil, span
+from pycoll.algorithms._shape import blocks_from_counts, log2_ceil, own_block, span
 
 
 def steps(p):
@@ -26,6 +26,11 @@ def reduce_bytes(n, p):
     return 0
 
 
+# This rank's own block is the algorithm's to put in place (the API does
+# not): it goes to the front of the rotated buffer while the first round
+# sends it from the input.
+
+
 def run(t):
     p, r, ch, out = t.size, t.rank, t.ch, t.out
     total = sum(t.counts)
@@ -33,13 +38,19 @@ def run(t):
     buf = ch.scratch("work", total)
     split = t.displs[r]                 # rank r's block starts the rotated buffer
     tail = total - split
-    buf[:t.counts[r]] = out[split:split + t.counts[r]]
+    mine, _ = own_block(t, split, t.counts[r])
+    front = buf[:t.counts[r]]
+    if p == 1:
+        front[:] = mine
     d = 1
     while d < p:
         count = min(d, p - d)
-        slo, sn = span(rotated, 0, count)
         rlo, rn = span(rotated, d, d + count)
-        ch.sendrecv(buf[slo:slo + sn], (r - d) % p, buf[rlo:rlo + rn], (r + d) % p)
+        if d == 1:
+            ch.sendrecv_copying(mine, (r - 1) % p, buf[rlo:rlo + rn], (r + 1) % p, front)
+        else:
+            slo, sn = span(rotated, 0, count)
+            ch.sendrecv(buf[slo:slo + sn], (r - d) % p, buf[rlo:rlo + rn], (r + d) % p)
         d <<= 1
     out[split:] = buf[:tail]
     out[:split] = buf[tail:]

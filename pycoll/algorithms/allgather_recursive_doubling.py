@@ -10,7 +10,7 @@ back at the end.
     bytes sent     about (p - 1) * n, plus p * n if p is not a power of two
     bytes reduced  0
 """
-from pycoll.algorithms._shape import Fold, blocks_from_counts, span
+from pycoll.algorithms._shape import Fold, blocks_from_counts, own_block, span
 
 
 def steps(p):
@@ -26,17 +26,25 @@ def reduce_bytes(n, p):
     return 0
 
 
+# This rank's own block is the algorithm's to put in place (the API does
+# not): the first round sends it from the input while copying it into the
+# result.
+
+
 def run(t):
     p, r, ch, out = t.size, t.rank, t.ch, t.out
     fold = Fold.of(p)
     v = fold.virtual(r)
     blocks = blocks_from_counts(t.counts)
+    mine, copy = own_block(t, *blocks[r])
     if r < 2 * fold.rem:
         if v is None:
-            lo, n = blocks[r]
-            ch.send(out[lo:lo + n], r + 1)
-            ch.recv(out, r + 1)
+            ch.send(mine, r + 1)
+            ch.recv(out, r + 1)         # the whole result, this rank's block included
             return
+        if copy is not None:            # the first round sends it with the partner's
+            copy[:] = mine
+            mine, copy = copy, None
         lo, n = blocks[r - 1]
         ch.recv(out[lo:lo + n], r - 1)
 
@@ -46,11 +54,17 @@ def run(t):
 
     mask = 1
     while mask < fold.pof2:
-        mine = v & ~(mask - 1)
+        mine_v = v & ~(mask - 1)
         theirs = (v ^ mask) & ~(mask - 1)
         partner = fold.real(v ^ mask)
-        ch.sendrecv(virtual_view(mine, mine + mask), partner,
-                    virtual_view(theirs, theirs + mask), partner)
+        received = virtual_view(theirs, theirs + mask)
+        if copy is not None:            # round 0 of an unfolded rank: its own block alone
+            ch.sendrecv_copying(mine, partner, received, partner, copy)
+            copy = None
+        else:
+            ch.sendrecv(virtual_view(mine_v, mine_v + mask), partner, received, partner)
         mask <<= 1
+    if copy is not None:                # p == 1
+        copy[:] = mine
     if r < 2 * fold.rem:
         ch.send(out, r - 1)
