@@ -15,7 +15,9 @@ as at the segment size (``segments``), so each message is one contiguous
 numpy view and each reduction one kernel call. Both ends of a message cut
 it the same way as long as they address the same range of the same layout,
 which holds for the algorithms marked ``PIECES = True`` run in place (see
-pycoll/algorithms/__init__.py).
+pycoll/algorithms/__init__.py) when every rank's pieces are cut at the same
+places: the FusionManager agrees on those first (Note [Same layout
+everywhere] in pycoll/fusion/manager.py).
 """
 from __future__ import annotations
 
@@ -69,26 +71,39 @@ class Pieces:
         return f"<Pieces {len(self.views)} pieces, {self.nbytes} bytes>"
 
 
-def byte_views(arrays) -> list:
-    """Flat uint8 views of C-contiguous arrays, in order, with neighbours
-    that are adjacent views of one C-contiguous array merged into one view
-    (gradients allocated as views of one buffer, as DDP's
-    gradient_as_bucket_view does, become a single piece)."""
-    views, run = [], None               # run: (root bytes, start, end) being merged
-    for a in arrays:
-        if a.nbytes == 0:
-            continue
-        root, start = _root(a)
-        if run is not None and root is not None and root is run[0] and start == run[2]:
-            run = (root, run[1], start + a.nbytes)
-            continue
-        if run is not None:
-            views.append(_view(run))
-        run = (root, start, start + a.nbytes) if root is not None else None
-        if run is None:
-            views.append(a.reshape(-1).view(np.uint8))
-    if run is not None:
-        views.append(_view(run))
+def follows(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether b starts where a ends, both views of one C-contiguous
+    buffer (the two can travel as one piece)."""
+    root, start = _root(a)
+    if root is None:
+        return False
+    other, at = _root(b)
+    return other is root and at == start + a.nbytes
+
+
+def joined_views(arrays, joins) -> list | None:
+    """Byte views of *arrays* joined into one where *joins* says (one flag
+    per non-empty array after the first: it follows the one before), or
+    None when these arrays cannot lie that way: one is not C-contiguous and
+    aligned, or a join falls between two that do not follow each other."""
+    arrays = [a for a in arrays if a.nbytes]
+    if not all(a.flags.c_contiguous and a.flags.aligned for a in arrays):
+        return None
+    runs = []                           # [first, last] array of each piece
+    for k, a in enumerate(arrays):
+        if k and joins[k - 1]:
+            if not follows(arrays[k - 1], a):
+                return None
+            runs[-1][1] = a
+        else:
+            runs.append([a, a])
+    views = []
+    for first, last in runs:
+        if first is last:
+            views.append(first.reshape(-1).view(np.uint8))
+        else:
+            root, start = _root(first)
+            views.append(_view((root, start, _root(last)[1] + last.nbytes)))
     return views
 
 

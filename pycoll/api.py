@@ -46,7 +46,7 @@ from pycoll._kernels.copy import block, unpack
 from pycoll._kernels.reduce import convert, scale
 from pycoll._mpi import mpi
 from pycoll._p2p import Channel
-from pycoll._pieces import Pieces, byte_views
+from pycoll._pieces import Pieces
 from pycoll.algorithms import ALGORITHMS, REGISTRY, Task
 from pycoll.algorithms.broadcast_binomial import binomial_broadcast, binomial_edges
 from pycoll.errors import MismatchError
@@ -1183,14 +1183,15 @@ def barrier(comm=None, async_op=False, timeout=None):
     return _call(c, "barrier", async_op, timeout, prepare)
 
 
-def _fused_allreduce(c, arrays: list, dtype: DType, op: Op, algorithm: str) -> None:
-    """Allreduce in place, for the FusionManager, a bucket of C-contiguous,
-    aligned arrays of *dtype*, as one vector (their elements in order),
+def _fused_allreduce(c, views: list, dtype: DType, op: Op, algorithm: str) -> None:
+    """Allreduce in place, for the FusionManager, a bucket as one vector
+    made of byte *views* (its arrays where they lie, pycoll/_pieces.py),
     without packing it: *algorithm* must be marked PIECES. Bitwise the
     result of that algorithm on the packed vector: the blocks, and so every
     reduction's operands and order, are the same; only the messages are cut
-    at the arrays' boundaries as well."""
-    vector = Pieces(byte_views(arrays))
+    at the views' boundaries as well, so every rank must pass views cut at
+    the same places."""
+    vector = Pieces(views)
     n = len(vector)
     plan = _plan(c, ("fused_allreduce", dtype.name, n, op, algorithm),
                  lambda: CollArgs("allreduce", algorithm, n, dtype, dtype, op))

@@ -854,6 +854,7 @@ def group_fusion(run):
     fm.allgather(shards, out)
     for k, (o, t) in enumerate(zip(out, totals)):
         run.check(f"fused allgather {k}", o, t)
+    fusion_layout_cases(run)
     # bad input, before any message
     fm = FusionManager(comm=comm)
     expect(TypeError, "fusion id 1 holds arrays of dtypes", fm.allreduce,
@@ -872,6 +873,62 @@ def group_fusion(run):
     expect(ValueError, "strategy must be one of", FusionManager, Op.SUM, comm, 64, "auto", None, "zip")
     y = comm.allreduce(np.array([1.0]))
     run.check("after fusion errors", y, np.array([float(p)]))
+
+
+def fusion_layout_cases(run):
+    """Ranks whose arrays lie differently (views of one buffer, separate
+    arrays, a strided member) still send every bucket the same way: the
+    plan is agreed, the messages match, the results are exact. Then
+    autotune: every trial exact, the same choice everywhere."""
+    comm, p, r = run.comm, run.p, run.r
+    from pycoll import FusionManager
+    from pycoll.fusion import flat_buffer
+    shapes = [(300,), (20, 5), (0,), (7,), (4000,), (3,)]
+
+    def arrays_as(kind, step):
+        if kind == "views":
+            _, arrays = flat_buffer(shapes, np.float64)
+        elif kind == "strided":
+            arrays = [np.zeros(s) for s in shapes]
+            arrays[1] = np.zeros((5, 20)).T                 # not C-contiguous
+        else:
+            arrays = [np.zeros(s) for s in shapes]
+        for k, a in enumerate(arrays):
+            a[...] = rank_data("float64", a.shape, r, seed_of("layout", k, step), Op.SUM)
+        return arrays
+
+    def expected(step):
+        return [reduce_ranks(Op.SUM, [rank_data("float64", s, i, seed_of("layout", k, step), Op.SUM)
+                                      for i in range(p)]) for k, s in enumerate(shapes)]
+    kinds = ("views", "separate", "strided")
+    for strategy in (None, "pieces"):
+        fm = FusionManager(comm=comm, bucket_bytes=1 << 20, strategy=strategy)
+        for step in range(4):
+            # the layout of each rank changes from call to call, without new shapes
+            arrays = arrays_as(kinds[(r + step) % len(kinds)] if step < 3 else "views", step)
+            plan = fm.plan(arrays)
+            run.same_everywhere(f"fusion layout plan {strategy} {step}",
+                                np.frombuffer(repr(plan).encode(), np.uint8))
+            fm.allreduce(arrays)
+            for k, (a, e) in enumerate(zip(arrays, expected(step))):
+                run.check(f"fusion layout {strategy} step {step} array {k}", a, e)
+    # autotune: the model's plan and each strategy, AUTOTUNE_ROUNDS calls each
+    from pycoll.fusion.manager import AUTOTUNE_ROUNDS
+    fm = FusionManager(comm=comm, bucket_bytes=1 << 20, autotune=True)
+    ints = [np.zeros(s, np.int64) for s in shapes]
+    for step in range(AUTOTUNE_ROUNDS * 4 + 2):
+        for k, a in enumerate(ints):
+            a[...] = rank_data("int64", a.shape, r, seed_of("autotune", k, step), Op.SUM)
+        fm.allreduce(ints)
+        for k, a in enumerate(ints):
+            want = reduce_ranks(Op.SUM, [rank_data("int64", a.shape, i, seed_of("autotune", k, step),
+                                                   Op.SUM) for i in range(p)])
+            run.check(f"autotune step {step} array {k}", a, want)
+    trials, = fm._trials.values()
+    assert trials.chosen in trials.candidates and trials.calls == AUTOTUNE_ROUNDS * len(trials.candidates)
+    run.same_everywhere("autotune choice", np.frombuffer(repr(fm.plan(ints)).encode(), np.uint8))
+    assert [way for _, way, _ in fm.plan(ints)] == [w for w, _ in trials.chosen]
+    run.count += 1
 
 
 def _unready(fm):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from pycoll._pieces import Pieces, byte_views, segments
+from pycoll._pieces import Pieces, follows, joined_views, segments
 
 
 def test_slices_are_views_or_pieces():
@@ -30,13 +30,25 @@ def test_segments_never_cross_a_piece():
     assert segments(np.zeros(0, np.uint8), 256) == []
 
 
-def test_byte_views_merge_adjacent_views_of_one_buffer():
-    flat = np.arange(40, dtype=np.float64)
-    parts = [flat[:10], flat[10:25].reshape(3, 5), flat[25:25], flat[25:30], flat[32:40]]
-    views = byte_views(parts)
-    assert [len(v) for v in views] == [240, 64]     # [0, 30) merged; a gap before 32
-    assert np.shares_memory(views[0], flat) and views[0].view(np.float64)[-1] == 29
-    separate = [np.ones(3), np.ones(3)]
-    assert [len(v) for v in byte_views(separate)] == [24, 24]
-    # views of different buffers never merge, even if their memory happens to touch
-    assert len(byte_views([flat[:5], np.ones(5)])) == 2
+def test_joined_views_follow_the_agreed_joins():
+    flat = np.arange(20, dtype=np.float32)
+    a, b, c = flat[:5], flat[5:12], flat[12:20]
+    assert follows(a, b) and follows(b, c) and not follows(a, c)
+    assert not follows(np.ones(3), np.ones(3))
+    one = joined_views([a, flat[5:5], b, c], (True, True))          # empty arrays do not count
+    assert [len(v) for v in one] == [80] and np.shares_memory(one[0], flat)
+    assert [len(v) for v in joined_views([a, b, c], (False, True))] == [20, 60]
+    separate = [np.ones(3), np.ones(4)]
+    assert [len(v) for v in joined_views(separate, (False,))] == [24, 32]
+    assert joined_views(separate, (True,)) is None                  # they do not follow
+    assert joined_views([np.ones((3, 4)).T, np.ones(2)], (False,)) is None
+
+
+def test_a_packed_bucket_is_cut_where_the_layout_cuts():
+    from pycoll.fusion.manager import _cut
+    members = [np.ones(3, np.float32), np.ones(0, np.float32), np.ones(2, np.float32),
+               np.ones(4, np.float32)]
+    buf = np.zeros(36, np.uint8)
+    assert [len(v) for v in _cut(buf, members, (False, True))] == [12, 24]
+    assert [len(v) for v in _cut(buf, members, (True, True))] == [36]
+    assert [len(v) for v in _cut(buf, members, (False, False))] == [12, 8, 16]

@@ -23,6 +23,29 @@ sizes; ``strategy=`` fixes one:
     "each"    one in-place allreduce per member: not fusing, when that is
               cheapest (and always for a one-array bucket).
 
+Note [Same layout everywhere]: every rank must send a bucket the same way,
+with the same algorithm and, for "pieces", messages cut at the same
+places, or the messages do not match. So the choice may depend only on
+what every rank shares (shapes, dtypes, fusion ids, the Communicator's
+settings) and on the arrays' layout as agreed by all ranks: the first time
+a manager sees a list of shapes, one small allreduce (MIN) tells whether
+every rank's members are C-contiguous and aligned, and which neighbours
+are adjacent views of one buffer on every rank (they make one piece).
+The agreement is kept per list of shapes (the same calls on every rank,
+so the same cache hits), which makes ``plan()`` of new shapes collective.
+A rank whose later arrays of the same shapes lie differently (reallocated
+gradients) still sends the agreed messages: where its arrays cannot, it
+packs the bucket and cuts the copy into the agreed pieces.
+
+``autotune=True`` measures instead of trusting the model, as Horovod's
+HOROVOD_AUTOTUNE does: the first blocking allreduce calls on one list of
+arrays try the model's plan and every bucket at each fixed strategy,
+AUTOTUNE_ROUNDS times each in turn; the ranks then agree (one allreduce of
+the median times, the slowest rank's counting) on the fastest plan and keep
+it for as long as the same arrays come back. Every trial is a complete,
+exact allreduce, but trials of different plans may round floats
+differently.
+
 Every way is exact: a "pack" or "pieces" bucket is bitwise the result of
 its algorithm on the packed vector, an "each" member the result of an
 allreduce of that member alone. ``plan(arrays)`` tells which way each
@@ -44,17 +67,23 @@ would make on the flat buffer.
 """
 from __future__ import annotations
 
+import collections
+import statistics
+import time
+from typing import NamedTuple
+
 import numpy as np
 
 from pycoll import _message, api, tuning
 from pycoll._async import Handle
 from pycoll._dtypes import Op, check_op, dtype_of, op_of
 from pycoll._kernels.copy import PackPlan, block, concat_copy, split_copy
-from pycoll._pieces import byte_views
+from pycoll._pieces import follows, joined_views
 from pycoll.fusion.buckets import assign_buckets
 
 STRATEGIES = ("pack", "pieces", "each")
 ORDERS = ("backward", "forward")
+AUTOTUNE_ROUNDS = 3
 
 
 class FusionManager:
@@ -72,10 +101,13 @@ class FusionManager:
         strategy: "pack", "pieces" or "each" for every bucket of more than
             one array, instead of the model's choice ("pieces" falls back
             to "pack" where it cannot run).
+        autotune: measure the ways on the first blocking allreduce calls
+            and keep the fastest (see the module docstring); ignored when
+            *strategy* is given.
     """
 
     def __init__(self, op=Op.SUM, comm=None, bucket_bytes: int = 64 << 20, algorithm="auto",
-                 accumulate=None, strategy=None):
+                 accumulate=None, strategy=None, autotune: bool = False):
         self.comm = api._comm_of(comm)
         self.op = op_of(op)
         self.bucket_bytes = int(bucket_bytes)
@@ -89,9 +121,12 @@ class FusionManager:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)} or None, "
                              f"got {strategy!r}")
         self.strategy = strategy
+        self.autotune = bool(autotune) and strategy is None
+        self._layouts = collections.OrderedDict()  # signature -> agreed layouts (_agree)
+        self._trials = collections.OrderedDict()   # signature -> _Trials, under autotune
         self._buffers: dict = {}        # (kind, dtype, nbytes, slot) -> persistent uint8 buffer
         self._packs: dict = {}          # bucket key -> (arrays, PackPlan)
-        self._last = None               # (arrays, (fusion, split), views, buckets, ways): last call
+        self._last = None               # (arrays, (fusion, split), _Planned): the last call
         self._registered = None
 
     # -- allreduce ------------------------------------------------------
@@ -107,29 +142,54 @@ class FusionManager:
             fm.allreduce(arrays)                                # both:   [1 1], [10 10 10]
             fm.allreduce(arrays, fusion=[1, 0])                 # ids: array 1 travels alone
         """
-        return self._allreduce(list(arrays), fusion, split_indices, False).wait()
+        arrays = list(arrays)
+        planned = self._buckets(arrays, fusion, split_indices)
+        trials = self._trials.get(planned.key) if self.autotune else None
+        if self.autotune and trials is None:
+            trials = self._trials[planned.key] = _Trials(self._candidates(planned))
+            _bound(self._trials)
+        if trials is None or trials.chosen is not None:
+            if trials is not None:
+                planned = planned._replace(ways=trials.chosen)
+            return self._allreduce(arrays, fusion, split_indices, False, planned).wait()
+        # Autotune: every rank makes the same calls with the same arrays, so
+        # every rank is at the same trial (Note [Same layout everywhere]).
+        k = trials.next()
+        start = time.perf_counter()
+        self._allreduce(arrays, fusion, split_indices, False,
+                        planned._replace(ways=trials.candidates[k])).wait()
+        trials.times[k].append(time.perf_counter() - start)
+        if trials.finished():
+            medians = np.array([statistics.median(t) for t in trials.times])
+            slowest = self.comm.allreduce(medians, Op.MAX)          # the same on every rank
+            trials.chosen = trials.candidates[int(np.argmin(slowest))]
+        return arrays
 
     def allreduce_async(self, arrays, fusion=None, split_indices=None) -> "FusedHandle":
         """As allreduce, returning at once; ``wait()`` returns the list."""
         return self._allreduce(list(arrays), fusion, split_indices, True)
 
-    def _allreduce(self, arrays, fusion, split_indices, async_op) -> "FusedHandle":
+    def _allreduce(self, arrays, fusion, split_indices, async_op, planned=None) -> "FusedHandle":
         # A blocking call queues a bucket only when the next one is packed,
         # so that the packing happens while it is on the wire; the others
         # run on this thread, in their turn (Note [Issue order]), without a
         # hand-over to the progress thread.
-        views, buckets, ways = self._buckets(arrays, fusion, split_indices)
+        planned = planned or self._buckets(arrays, fusion, split_indices)
+        views, buckets, ways, layouts = planned.views, planned.buckets, planned.ways, planned.layouts
         last = len(buckets) - 1
         handles = [h for k, b in enumerate(buckets)
-                   for h in self._launch(views, b, k, ways[k],
+                   for h in self._launch(views, b, k, ways[k], layouts[k],
                                          async_op or (k < last and ways[k + 1][0] == "pack"))]
         return FusedHandle(handles, arrays)
 
     def plan(self, arrays, fusion=None, split_indices=None) -> list:
         """How allreduce(arrays, ...) would send them: one (array indices,
-        strategy, algorithm) per bucket, in the order they go out."""
-        _, buckets, ways = self._buckets(list(arrays), fusion, split_indices)
-        return [(list(b), *way) for b, way in zip(buckets, ways)]
+        strategy, algorithm) per bucket, in the order they go out. Collective
+        for a list of arrays of new shapes (Note [Same layout everywhere])."""
+        planned = self._buckets(list(arrays), fusion, split_indices)
+        trials = self._trials.get(planned.key)
+        ways = trials.chosen if trials is not None and trials.chosen is not None else planned.ways
+        return [(list(b), *way) for b, way in zip(planned.buckets, ways)]
 
     def _check(self, arrays) -> list:
         """Each array as a writable numpy array of a dtype the op accepts;
@@ -147,10 +207,10 @@ class FusionManager:
             checked.append(a)
         return checked
 
-    def _buckets(self, arrays, fusion, split_indices) -> tuple:
-        """(numpy views of the arrays, their buckets, each bucket's way);
-        raises before any message. The same arrays as the last call (the
-        same objects, with the same shapes and dtypes) reuse all three."""
+    def _buckets(self, arrays, fusion, split_indices) -> "_Planned":
+        """The arrays' numpy views, buckets, ways and agreed layouts; raises
+        before any message. The same arrays as the last call (the same
+        objects, with the same shapes and dtypes) reuse all of it."""
         try:
             how = (_frozen(fusion), _frozen(split_indices))
         except TypeError:
@@ -160,34 +220,67 @@ class FusionManager:
                 and len(last[0]) == len(arrays)
                 and all(a is b and a.shape == s and a.dtype is d
                         for a, (b, s, d) in zip(arrays, last[0]))):
-            for i, a in enumerate(last[2]):
+            for i, a in enumerate(last[2].views):
                 if not a.flags.writeable:
                     raise ValueError(f"arrays[{i}] is read-only: fused collectives work in place")
-            return last[2:]
+            return last[2]
         views = self._check(arrays)
         buckets = assign_buckets([a.nbytes for a in views], [a.dtype for a in views],
                                  self.bucket_bytes, fusion, split_indices)
-        ways = [self._way([views[i] for i in b]) for b in buckets]
+        key = (how, tuple((a.shape, a.dtype.str) for a in views))
+        layouts = self._layouts.get(key) if how is not None else None
+        if layouts is None:
+            layouts = self._agree(views, buckets)
+            if how is not None:
+                self._layouts[key] = layouts
+                _bound(self._layouts)
+        ways = [self._way([views[i] for i in b], layout) for b, layout in zip(buckets, layouts)]
+        planned = _Planned(views, buckets, ways, layouts, key)
         if how is not None and all(type(a) is np.ndarray for a in arrays):
-            self._last = ([(a, a.shape, a.dtype) for a in arrays], how, views, buckets, ways)
-        return views, buckets, ways
+            self._last = ([(a, a.shape, a.dtype) for a in arrays], how, planned)
+        return planned
 
-    def _way(self, members: list) -> tuple:
+    def _agree(self, views, buckets) -> list:
+        """Per bucket, the layout every rank's arrays share (Note [Same
+        layout everywhere]): None where some rank's members cannot be
+        reduced where they lie, else one flag per non-empty member after the
+        first: True if it follows the one before in memory (a view of the
+        same buffer, adjacent) on every rank, so the two make one piece.
+        One small allreduce (MIN) of those flags."""
+        local, shape = [], []
+        for b in buckets:
+            members = [views[i] for i in b if views[i].nbytes]
+            lying = all(a.flags.c_contiguous and a.flags.aligned for a in members)
+            local.append(lying)
+            local += [follows(x, y) for x, y in zip(members, members[1:])]
+            shape.append(len(members))
+        flags = np.array(local, np.uint8)
+        if self.comm.size > 1 and len(flags):
+            flags = self.comm.allreduce(flags, Op.MIN)
+        layouts, at = [], 0
+        for n in shape:
+            lying, joins = flags[at], tuple(bool(f) for f in flags[at + 1:at + n])
+            layouts.append(joins if lying and self.accumulate is None else None)
+            at += n
+        return layouts
+
+    def _way(self, members: list, layout) -> tuple:
         """(strategy, algorithm) of one bucket: the cheapest by the cost
         model, or the manager's fixed strategy."""
         if len(members) == 1:
             return "each", None
-        costs = self.costs(members)
+        costs = self.costs(members, layout)
         if self.strategy is not None:
             chosen = self.strategy if self.strategy in costs else "pack"
         else:
             chosen = min(costs, key=lambda k: costs[k][0])
         return chosen, costs[chosen][1]
 
-    def costs(self, members: list) -> dict:
+    def costs(self, members: list, layout) -> dict:
         """The model's (seconds, algorithm) of each way that can send this
-        bucket of arrays (the algorithm of "each" is None: every member's
-        own "auto")."""
+        bucket of arrays, given its agreed *layout* (_agree; None: it cannot
+        go unpacked). The algorithm of "each" is None: every member's own
+        "auto". Depends only on what every rank shares."""
         c = self.comm
         dtype = dtype_of(members[0].dtype)
         widen = api._work_dtype(dtype, self.accumulate).itemsize // dtype.itemsize
@@ -208,16 +301,33 @@ class FusionManager:
         algorithm, t = best(n)
         costs = {"pack": (call + t + 2 * n * params.get("pack_beta", tuning.PACK_BETA), algorithm),
                  "each": (sum(alone(k) for k in sizes), None)}
-        lying = all(a.flags.c_contiguous and a.flags.aligned for a in members)
-        if lying and self.accumulate is None:
+        if layout is not None:
             algorithm, t = best(n, pieces=True)
             if algorithm is not None:
-                pieces = len(byte_views(members))
+                pieces = 1 + layout.count(False)
                 costs["pieces"] = (call + t + pieces * params.get("piece_alpha", tuning.PIECE_ALPHA),
                                    algorithm)
         return costs
 
-    def _launch(self, views, bucket: list, slot: int, way: tuple, async_op: bool = True) -> list:
+    def _candidates(self, planned) -> list:
+        """The plans autotune tries: the model's, then every bucket of more
+        than one array at each strategy (where "pieces" cannot run, "pack");
+        each plan once."""
+        views = planned.views
+        plans = [list(planned.ways)]
+        costs = [self.costs([views[i] for i in b], layout) if len(b) > 1 else None
+                 for b, layout in zip(planned.buckets, planned.layouts)]
+        ways = planned.ways
+        for strategy in STRATEGIES:
+            plan = [way if c is None else
+                    (strategy, c[strategy][1]) if strategy in c else ("pack", c["pack"][1])
+                    for way, c in zip(ways, costs)]
+            if plan not in plans:
+                plans.append(plan)
+        return plans
+
+    def _launch(self, views, bucket: list, slot: int, way: tuple, layout,
+                async_op: bool = True) -> list:
         """Issue one bucket *way*'s way: queued (*async_op*) or on this
         thread in its turn. Packing happens here, on the caller's thread,
         while earlier buckets are on the wire. Returns Handles."""
@@ -238,7 +348,18 @@ class FusionManager:
             return [issue(each)]
         if strategy == "pieces":
             dtype = dtype_of(members[0].dtype)
-            return [issue(lambda: api._fused_allreduce(c, members, dtype, self.op, algorithm))]
+            pieces = joined_views(members, layout)
+            if pieces is not None:
+                return [issue(lambda: api._fused_allreduce(c, pieces, dtype, self.op, algorithm))]
+            # This rank's arrays no longer lie as agreed (new arrays of the
+            # same shapes): reduce a packed copy cut into the agreed pieces,
+            # so that the messages are the other ranks'.
+            plan = self._pack_plan(("allreduce", slot), members)
+            buf = self._buffer(("allreduce", members[0].dtype.str, plan.nbytes, slot), plan.nbytes)
+            plan.pack(buf)
+            pieces = _cut(buf, members, layout)
+            return [issue(lambda: (api._fused_allreduce(c, pieces, dtype, self.op, algorithm),
+                                   plan.unpack(buf)))]
         plan = self._pack_plan(("allreduce", slot), members)
         dtype = members[0].dtype
         buf = self._buffer(("allreduce", dtype.str, plan.nbytes, slot), plan.nbytes)
@@ -276,12 +397,13 @@ class FusionManager:
         """
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
-        views, buckets, ways = self._buckets(list(arrays), fusion, split_indices)
-        sequence = list(range(len(buckets)))
+        planned = self._buckets(list(arrays), fusion, split_indices)
+        sequence = list(range(len(planned.buckets)))
         if order == "backward":
             sequence.reverse()
-        self._registered = {"arrays": views, "buckets": buckets, "ways": ways, "sequence": sequence,
-                            "ready": [False] * len(views), "next": 0, "handles": []}
+        self._registered = {"arrays": planned.views, "buckets": planned.buckets,
+                            "ways": planned.ways, "layouts": planned.layouts, "sequence": sequence,
+                            "ready": [False] * len(planned.views), "next": 0, "handles": []}
 
     def mark_ready(self, i: int) -> None:
         """Array *i* holds its final value: send every bucket whose members
@@ -297,7 +419,8 @@ class FusionManager:
             k = sequence[reg["next"]]
             if not all(reg["ready"][j] for j in buckets[k]):
                 break
-            reg["handles"] += self._launch(reg["arrays"], buckets[k], k, reg["ways"][k])
+            reg["handles"] += self._launch(reg["arrays"], buckets[k], k, reg["ways"][k],
+                                           reg["layouts"][k])
             reg["next"] += 1
 
     def wait(self) -> list:
@@ -325,7 +448,8 @@ class FusionManager:
         arrays = list(arrays)
         for i, a in enumerate(arrays):
             api._rows(np.shape(a), f"arrays[{i}] in reduce_scatter")
-        views, buckets, _ = self._buckets(arrays, fusion, split_indices)
+        planned = self._buckets(arrays, fusion, split_indices)
+        views, buckets = planned.views, planned.buckets
         c = self.comm
         shards = [None] * len(views)
         handles = []
@@ -390,6 +514,44 @@ class FusionManager:
         return out
 
 
+# Signatures of arrays remembered (agreed layouts, autotune results): the
+# oldest is forgotten first, at the same call on every rank.
+REMEMBERED = 64
+
+
+class _Planned(NamedTuple):
+    """How one list of arrays goes out: their numpy views, buckets, each
+    bucket's (strategy, algorithm) and agreed layout, and the signature
+    (fusion, split indices, shapes and dtypes) every rank shares."""
+    views: list
+    buckets: list
+    ways: list
+    layouts: list
+    key: tuple
+
+
+def _bound(remembered) -> None:
+    while len(remembered) > REMEMBERED:
+        remembered.popitem(last=False)
+
+
+def _cut(buf, members, layout) -> list:
+    """Byte views of a packed bucket cut where the agreed *layout* cuts the
+    members (the pieces another rank's arrays make)."""
+    views, start, end = [], 0, 0
+    joins = iter((False,) + tuple(layout))
+    for a in members:
+        if not a.nbytes:
+            continue
+        if not next(joins) and end > start:
+            views.append(buf[start:end])
+            start = end
+        end += a.nbytes
+    if end > start:
+        views.append(buf[start:end])
+    return views
+
+
 def _frozen(values):
     """A list argument (fusion ids, split indices) as a comparable tuple."""
     return None if values is None else tuple(values)
@@ -411,6 +573,25 @@ def _layout(members, p: int) -> tuple:
         offsets.append(row)
         counts.append(start - (row[0] if row else start))
     return counts, offsets
+
+
+class _Trials:
+    """Autotune's state for one list of arrays: the candidate plans, tried
+    in turn AUTOTUNE_ROUNDS times each, and the one chosen."""
+
+    def __init__(self, candidates: list):
+        self.candidates = candidates
+        self.times = [[] for _ in candidates]
+        self.calls = 0
+        self.chosen = None if len(candidates) > 1 else candidates[0]
+
+    def next(self) -> int:
+        k = self.calls % len(self.candidates)
+        self.calls += 1
+        return k
+
+    def finished(self) -> bool:
+        return self.calls == AUTOTUNE_ROUNDS * len(self.candidates)
 
 
 class FusedHandle:
