@@ -27,6 +27,7 @@ from mpi4py import MPI
 
 import pycoll
 from pycoll.fusion import flat_buffer
+from pycoll.fusion.manager import AUTOTUNE_ROUNDS, STRATEGIES
 
 
 def resnet50_shapes() -> list:
@@ -99,20 +100,30 @@ def main() -> int:
     # A manager per set of arrays: the ranks agree on how a list of arrays
     # lies once per list of shapes.
     fm, fm_views = pycoll.FusionManager(comm=comm), pycoll.FusionManager(comm=comm)
+    tuned = pycoll.FusionManager(comm=comm, autotune=True)
+    for _ in range(AUTOTUNE_ROUNDS * (len(STRATEGIES) + 1)):
+        tuned.allreduce(params)                 # every trial, before the timed rounds
     t = rounds({"fused": lambda: fm.allreduce(params),
+                "fused autotune": lambda: tuned.allreduce(params),
                 "fused views": lambda: fm_views.allreduce(views),
                 "flat": lambda: comm.allreduce(flat, out=flat),
                 "per array": lambda: [comm.allreduce(a, out=a) for a in params]}, world, args.repeat)
     results["resnet50"] = {"tensors": len(shapes), "values": total,
                            "ways": sorted({way for _, way, _ in fm.plan(params)}),
+                           "autotune_ways": sorted({way for _, way, _ in tuned.plan(params)}),
                            "fused_ms": t["fused"] * 1e3, "fused_views_ms": t["fused views"] * 1e3,
+                           "autotune_ms": t["fused autotune"] * 1e3,
+                           "autotune_over_flat": t["fused autotune"] / t["flat"],
+                           "autotune_over_per_array": t["fused autotune"] / t["per array"],
                            "flat_ms": t["flat"] * 1e3, "per_array_ms": t["per array"] * 1e3,
                            "fused_over_flat": t["fused"] / t["flat"],
                            "fused_views_over_flat": t["fused views"] / t["flat"],
                            "fused_over_per_array": t["fused"] / t["per array"]}
     say(f"ResNet-50 ({len(shapes)} tensors, {total:,} values): fused {t['fused'] * 1e3:.1f} ms, "
         f"flat {t['flat'] * 1e3:.1f} ms ({t['fused'] / t['flat']:.2f}x), one per tensor "
-        f"{t['per array'] * 1e3:.1f} ms ({t['fused'] / t['per array']:.2f}x); as views of one "
+        f"{t['per array'] * 1e3:.1f} ms ({t['fused'] / t['per array']:.2f}x); autotuned "
+        f"{t['fused autotune'] * 1e3:.1f} ms ({t['fused autotune'] / t['flat']:.2f}x flat, "
+        f"{t['fused autotune'] / t['per array']:.2f}x per tensor); as views of one "
         f"buffer: fused {t['fused views'] * 1e3:.1f} ms ({t['fused views'] / t['flat']:.2f}x flat)")
 
     # 3. overlap: backward from the last layer to the first

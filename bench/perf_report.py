@@ -280,6 +280,14 @@ def fusion_section() -> list:
                          f"{'met' if over_flat <= 1.25 else '**not met**'} |")
             lines.append(f"| the same | | one allreduce per array {m('resnet50', 'per_array_ms'):.1f} | "
                          f"{over_each:.2f}× | ≤ 1.0× | {'met' if over_each <= 1.0 else '**not met**'} |")
+            if all("autotune_ms" in r["resnet50"] for r in runs):
+                tuned_flat = m("resnet50", "autotune_over_flat")
+                tuned_each = m("resnet50", "autotune_over_per_array")
+                lines.append(f"| the same, `autotune=True` | {m('resnet50', 'autotune_ms'):.1f} | "
+                             f"one flat allreduce; one per array | {tuned_flat:.2f}×; "
+                             f"{tuned_each:.2f}× | ≤ 1.25×; ≤ 1.0× | "
+                             f"{'met' if tuned_flat <= 1.25 else '**not met**'}; "
+                             f"{'met' if tuned_each <= 1.0 else '**not met**'} |")
             views = m("resnet50", "fused_views_over_flat")
             lines.append(f"| ResNet-50 as views of one buffer (`flat_buffer`) | "
                          f"{m('resnet50', 'fused_views_ms'):.1f} | one flat allreduce | "
@@ -290,8 +298,10 @@ def fusion_section() -> list:
                       f"{m('overlap', 'compute_then_allreduce_ms'):.0f} ms followed by the fused "
                       f"allreduce, and {m('overlap', 'overlapped_ms'):.0f} ms with `mark_ready` after "
                       f"each layer: {m('overlap', 'communication_hidden'):.0%} of the communication "
-                      f"hidden behind the compute. Buckets chosen for ResNet-50: "
-                      f"{', '.join(resnet.get('ways', []))}.", ""]
+                      f"hidden behind the compute. Ways chosen for ResNet-50: "
+                      f"{', '.join(resnet.get('ways', []))} (the model)"
+                      + (f", {', '.join(resnet['autotune_ways'])} (autotune)"
+                         if "autotune_ways" in resnet else "") + ".", ""]
     lines.append(FUSION_END)
     return lines
 
