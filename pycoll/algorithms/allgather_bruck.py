@@ -29,8 +29,6 @@ def reduce_bytes(n, p):
 # This rank's own block is the algorithm's to put in place (the API does
 # not): it goes to the front of the rotated buffer while the first round
 # sends it from the input.
-
-
 def run(t):
     p, r, ch, out = t.size, t.rank, t.ch, t.out
     total = sum(t.counts)

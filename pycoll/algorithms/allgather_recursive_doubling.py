@@ -29,8 +29,6 @@ def reduce_bytes(n, p):
 # This rank's own block is the algorithm's to put in place (the API does
 # not): the first round sends it from the input while copying it into the
 # result.
-
-
 def run(t):
     p, r, ch, out = t.size, t.rank, t.ch, t.out
     fold = Fold.of(p)

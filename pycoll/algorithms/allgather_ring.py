@@ -24,8 +24,6 @@ def reduce_bytes(n, p):
 # This rank's own block is the algorithm's to put in place (the API does
 # not): step 0 sends it from the input while copying it into the result
 # (at p = 2, step 0 is the whole allgather).
-
-
 def run(t):
     p, r, ch, out = t.size, t.rank, t.ch, t.out
     blocks = blocks_from_counts(t.counts)

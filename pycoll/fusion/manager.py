@@ -144,13 +144,11 @@ class FusionManager:
         """
         arrays = list(arrays)
         planned = self._buckets(arrays, fusion, split_indices)
-        trials = self._trials.get(planned.key) if self.autotune else None
+        trials = self._trials.get(planned.key)
         if self.autotune and trials is None:
             trials = self._trials[planned.key] = _Trials(self._candidates(planned))
             _bound(self._trials)
         if trials is None or trials.chosen is not None:
-            if trials is not None:
-                planned = planned._replace(ways=trials.chosen)
             return self._allreduce(arrays, fusion, split_indices, False, planned).wait()
         # Autotune: every rank makes the same calls with the same arrays, so
         # every rank is at the same trial (Note [Same layout everywhere]).
@@ -187,9 +185,7 @@ class FusionManager:
         strategy, algorithm) per bucket, in the order they go out. Collective
         for a list of arrays of new shapes (Note [Same layout everywhere])."""
         planned = self._buckets(list(arrays), fusion, split_indices)
-        trials = self._trials.get(planned.key)
-        ways = trials.chosen if trials is not None and trials.chosen is not None else planned.ways
-        return [(list(b), *way) for b, way in zip(planned.buckets, ways)]
+        return [(list(b), *way) for b, way in zip(planned.buckets, planned.ways)]
 
     def _check(self, arrays) -> list:
         """Each array as a writable numpy array of a dtype the op accepts;
@@ -209,8 +205,17 @@ class FusionManager:
 
     def _buckets(self, arrays, fusion, split_indices) -> "_Planned":
         """The arrays' numpy views, buckets, ways and agreed layouts; raises
-        before any message. The same arrays as the last call (the same
-        objects, with the same shapes and dtypes) reuse all of it."""
+        before any message. The ways are autotune's choice once it has made
+        one for these shapes, else the model's."""
+        planned = self._planned(arrays, fusion, split_indices)
+        trials = self._trials.get(planned.key)
+        if trials is None or trials.chosen is None:
+            return planned
+        return planned._replace(ways=trials.chosen)
+
+    def _planned(self, arrays, fusion, split_indices) -> "_Planned":
+        """_buckets with the model's ways. The same arrays as the last call
+        (the same objects, with the same shapes and dtypes) reuse all of it."""
         try:
             how = (_frozen(fusion), _frozen(split_indices))
         except TypeError:
@@ -313,11 +318,10 @@ class FusionManager:
         """The plans autotune tries: the model's, then every bucket of more
         than one array at each strategy (where "pieces" cannot run, "pack");
         each plan once."""
-        views = planned.views
-        plans = [list(planned.ways)]
+        views, ways = planned.views, planned.ways
+        plans = [list(ways)]
         costs = [self.costs([views[i] for i in b], layout) if len(b) > 1 else None
                  for b, layout in zip(planned.buckets, planned.layouts)]
-        ways = planned.ways
         for strategy in STRATEGIES:
             plan = [way if c is None else
                     (strategy, c[strategy][1]) if strategy in c else ("pack", c["pack"][1])
