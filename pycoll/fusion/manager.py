@@ -541,19 +541,13 @@ def _bound(remembered) -> None:
 
 def _cut(buf, members, layout) -> list:
     """Byte views of a packed bucket cut where the agreed *layout* cuts the
-    members (the pieces another rank's arrays make)."""
-    views, start, end = [], 0, 0
-    joins = iter((False,) + tuple(layout))
+    members (the pieces another rank's arrays make): the members' places in
+    the buffer, joined as the layout says."""
+    places, at = [], 0
     for a in members:
-        if not a.nbytes:
-            continue
-        if not next(joins) and end > start:
-            views.append(buf[start:end])
-            start = end
-        end += a.nbytes
-    if end > start:
-        views.append(buf[start:end])
-    return views
+        places.append(buf[at:at + a.nbytes])
+        at += a.nbytes
+    return joined_views(places, layout)
 
 
 def _frozen(values):
