@@ -288,6 +288,12 @@ def fusion_section() -> list:
                              f"{tuned_each:.2f}× | ≤ 1.25×; ≤ 1.0× | "
                              f"{'met' if tuned_flat <= 1.25 else '**not met**'}; "
                              f"{'met' if tuned_each <= 1.0 else '**not met**'} |")
+            if all("flat_small_pages_ms" in r["resnet50"] for r in runs):
+                paged, tuned_paged = (m("resnet50", "fused_over_flat_small_pages"),
+                                      m("resnet50", "autotune_over_flat_small_pages"))
+                lines.append(f"| the same; model, `autotune=True` | | one flat allreduce on "
+                             f"4 KiB pages {m('resnet50', 'flat_small_pages_ms'):.1f} | "
+                             f"{paged:.2f}×; {tuned_paged:.2f}× | (page sizes alike) | |")
             views = m("resnet50", "fused_views_over_flat")
             lines.append(f"| ResNet-50 as views of one buffer (`flat_buffer`) | "
                          f"{m('resnet50', 'fused_views_ms'):.1f} | one flat allreduce | "
