@@ -39,7 +39,8 @@ OPS = ("allreduce", "reduce", "allgather", "reduce_scatter", "broadcast")
 # Every algorithm and native take turns at each size (-R rounds of -n
 # iterations; the median round counts), so drift on the shared machine
 # falls on all of them alike.
-SWEEP = ["-b", "4", "-e", "64M", "-f", "4", "-n", "4", "-R", "5", "-w", "3"]
+# -T: small messages get more iterations, so that a round lasts 1 ms.
+SWEEP = ["-b", "4", "-e", "64M", "-f", "4", "-n", "4", "-R", "5", "-w", "3", "-T", "1000"]
 MiB = 1 << 20
 # torch.distributed's gloo, from the issue that set the targets (p = 2).
 GLOO = {"8 B time": "119 µs", "64 KiB": "0.16", "1 MiB": "0.95", "16 MiB": "2.03", "64 MiB": "1.95"}
@@ -104,7 +105,7 @@ def run(procs: list, repeat: int, parts: set, resume: bool = False) -> None:
                             ["-m", "pycoll.bench", op, *SWEEP, "-d", "float32,bfloat16", "-a", "all"])
             launch_into(where / f"half_run{k}.json", p,
                         ["-m", "pycoll.bench", "allreduce", "-b", "512K", "-e", "64M", "-f", "2", "-n", "4",
-                         "-R", "5", "-w", "3", "-d", "float32,float16,bfloat16", "-a", "auto"])
+                         "-R", "5", "-w", "3", "-T", "1000", "-d", "float32,float16,bfloat16", "-a", "auto"])
             launch_into(where / f"latency_run{k}.json", p, ["bench/latency.py"])
 
 
@@ -312,6 +313,13 @@ def fusion_section() -> list:
     return lines
 
 
+def command(meta: dict) -> str:
+    """The benchmark command of a run (its JSON's meta), OP for the op."""
+    words = meta.get("command", "python -m pycoll.bench OP " + " ".join(SWEEP)).split()
+    return " ".join(["OP" if w in OPS else w for w in words[:words.index("--json")]]
+                    if "--json" in words else words)
+
+
 def replace_section(body: str, begin: str, end: str, lines: list) -> str:
     text = "\n".join(lines)
     if begin in body:
@@ -335,8 +343,8 @@ def render() -> None:
             nruns = len(runs.bench["allreduce"])
             sections += [f"### {meta['mpi']}, p = {p}{' (oversubscribed: 2 cores)' if p > 2 else ''}", "",
                          f"{meta['date'][:10]}, mpi4py {meta['mpi4py']}, pycoll {meta['pycoll']}; "
-                         f"medians of {nruns} runs of `mpiexec -n {p} python -m pycoll.bench OP "
-                         f"{' '.join(SWEEP)} -d float32,bfloat16 -a all`, after `python -m pycoll.tune` "
+                         f"medians of {nruns} runs of `mpiexec -n {p} {command(meta)}`, after "
+                         f"`python -m pycoll.tune` "
                          f"(all made by `python bench/perf_report.py run`).", "",
                          "| target | measured | |", "|---|---|---|"]
             sections += [f"| {t} | {m} | {v} |" for t, m, v in targets(runs, p)] + [""]

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.mpi
 
 ROW_FIELDS = 6 + 2 * 5          # case columns + two groups of 5
 JSON_KEYS = {"op", "algorithm", "dtype", "redop", "root", "size", "count", "inplace",
-             "time_us", "algbw", "busbw", "wrong"}
+             "time_us", "algbw", "busbw", "wrong", "iters"}
 FACTORS = {"allreduce": lambda p: 2 * (p - 1) / p, "broadcast": lambda p: 1.0,
            "reduce": lambda p: 1.0}
 
@@ -80,6 +80,28 @@ def test_cli_sweep_every_op_and_algorithm(tmp_path, p):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("p", [2, 3])
+def test_round_us_times_more_iterations_of_small_messages(tmp_path, p):
+    # -T 50000: a round of n = 2 calls of an 8-byte allreduce lasts far less
+    # than 50 ms, so every case runs more iterations, as many on every rank
+    # (else the launch would hang or fail), and still computes right.
+    out = tmp_path / "run.json"
+    proc = launch(p, ["-m", "pycoll.bench", "allreduce", "-b", "8", "-e", "64", "-f", "8",
+                      "-n", "2", "-w", "3", "-R", "1", "-T", "50000", "-a", "ring,native",
+                      "--json", out], timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["meta"]["round_us"] == 50000
+    rows = data["rows"]
+    assert len(rows) == 2 * 2 * 2 and all(r["wrong"] == 0 for r in rows)
+    assert all(2 < r["iters"] <= 100_000 for r in rows), [r["iters"] for r in rows]
+    # without -T, exactly n
+    proc = launch(p, ["-m", "pycoll.bench", "allreduce", "-b", "8", "-e", "8", "-n", "2", "-w", "1",
+                      "-a", "ring", "--json", out], timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert {r["iters"] for r in json.loads(out.read_text())["rows"]} == {2}
+
+
 @pytest.mark.parametrize("argv,message", [
     (["allreduce", "-d", "float128"], "unknown dtype float128"),
     (["allreduce", "-o", "band"], "-o band is not defined for float32"),
@@ -89,6 +111,7 @@ def test_cli_sweep_every_op_and_algorithm(tmp_path, p):
     (["allgather", "-f", "1"], "step factor must be at least 2"),
     (["allgather", "-b", "1M", "-e", "1K"], "is larger than -e"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["allreduce", "-T", "-5"], "-w and -T at least 0"),
 ])
 def test_bad_flags_are_argparse_errors(argv, message):
     proc = subprocess.run([sys.executable, "-m", "pycoll.bench", *argv], capture_output=True,

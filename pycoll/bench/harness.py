@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import statistics
 import sys
 import time
@@ -60,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="interleave the algorithms: at each size, R rounds of n iterations "
                              "of each, time = the median round (for side-by-side ratios on a "
                              "noisy machine)")
+    parser.add_argument("-T", "--round_us", type=float, default=0,
+                        help="make every round last at least this many microseconds: at sizes "
+                             "where n iterations take less (as timed in the warm-up), more "
+                             "iterations, the same on every rank (small messages are otherwise "
+                             "timed over a few microseconds)")
     parser.add_argument("-c", "--check", type=int, choices=(0, 1), default=1,
                         help="check every result (1) or not (0)")
     parser.add_argument("-d", "--datatype", default="float32",
@@ -79,8 +85,8 @@ def parse_args(argv) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.stepfactor < 2:
         parser.error(f"-f {args.stepfactor}: the step factor must be at least 2")
-    if args.iters < 1 or args.warmup_iters < 0 or args.rounds < 1:
-        parser.error("-n and -R must be at least 1 and -w at least 0")
+    if args.iters < 1 or args.warmup_iters < 0 or args.rounds < 1 or args.round_us < 0:
+        parser.error("-n and -R must be at least 1, -w and -T at least 0")
     if args.minbytes > args.maxbytes:
         parser.error(f"-b {args.minbytes} is larger than -e {args.maxbytes}")
     args.ops = OPS if args.op == "all" else [args.op]
@@ -205,7 +211,7 @@ def cell(measured, native=None) -> str:
     widths = [w for _, _, w in Table.GROUP]
     if measured is None:
         return f"{'n/a':>{widths[0]}}" + " " * sum(widths[1:])
-    t, algbw, busbw, wrong = measured
+    t, algbw, busbw, wrong, _ = measured
     ratio = f"{busbw / native[2]:.2f}" if native and native[2] > 0 else "-"
     return (f"{t * 1e6:>{widths[0]}.2f}{algbw:>{widths[1]}.2f}{busbw:>{widths[2]}.2f}"
             f"{wrong:>{widths[3]}d}{ratio:>{widths[4]}}")
@@ -235,7 +241,7 @@ def run(args) -> int:
     meta = {"mpi": library, "p": p, "pycoll": pycoll.__version__,
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "mpi4py": __import__("mpi4py").__version__, "iters": args.iters,
-            "warmup": args.warmup_iters, "rounds": args.rounds, "command": "python -m pycoll.bench " + " ".join(sys.argv[1:])}
+            "warmup": args.warmup_iters, "rounds": args.rounds, "round_us": args.round_us, "command": "python -m pycoll.bench " + " ".join(sys.argv[1:])}
     table.print(f"# pycoll {pycoll.__version__} benchmark on {p} ranks, {library}, "
                 f"mpi4py {meta['mpi4py']}")
     table.print(f"# dtype {','.join(d.name for d in args.dtypes)}  iters {args.iters}  warmup "
@@ -280,13 +286,13 @@ def run(args) -> int:
                                 measured_native[inplace] = m
                             cells.append(cell(m, measured_native.get(inplace)))
                             if m is not None:
-                                t, algbw, busbw, wrong = m
+                                t, algbw, busbw, wrong, iters = m
                                 busbws.append(busbw)
                                 rows.append({"op": op, "algorithm": algorithm, "dtype": dtype.name,
                                              "redop": redop_name, "root": root, "size": actual,
                                              "count": count, "inplace": inplace,
                                              "time_us": t * 1e6, "algbw": algbw, "busbw": busbw,
-                                             "wrong": wrong})
+                                             "wrong": wrong, "iters": iters})
                         table.row(actual, count, dtype.name, redop_name, root, algorithm, cells)
     wrong = sum(r["wrong"] for r in rows)
     if rounded:
@@ -304,10 +310,14 @@ def run(args) -> int:
     return 0 if wrong == 0 else 1
 
 
+MAX_ITERS = 100_000
+
+
 def measure_all(spec, bench, cases, comm, native, MPI, args, expected, size) -> dict:
-    """{(algorithm, inplace): (time s, algbw, busbw, #wrong) or None} at one
+    """{(algorithm, inplace): (time s, algbw, busbw, #wrong, iterations per
+    round) or None} at one
     size. Each case is warmed up, then timed over args.rounds rounds of
-    args.iters iterations, the cases taking turns within every round; its
+    args.iters iterations (more with -T, when those take under args.round_us), the cases taking turns within every round; its
     time is the median round (the largest over ranks of the mean iteration)."""
     calls = {}
     for algorithm, inplace in cases:
@@ -320,18 +330,27 @@ def measure_all(spec, bench, cases, comm, native, MPI, args, expected, size) -> 
             calls[(algorithm, inplace)] = (
                 lambda algorithm=algorithm, inplace=inplace: spec.run(bench, comm, algorithm, inplace))
     times = {case: [] for case in calls}
+    iters = dict.fromkeys(calls, args.iters)
     for case, call in calls.items():
         bench.fill()
-        for _ in range(args.warmup_iters):
+        if args.warmup_iters:
+            call()                          # the first call makes the plan: not timed
+        start = time.perf_counter()
+        for _ in range(args.warmup_iters - 1):
             call()
+        if args.round_us and args.warmup_iters > 1:
+            # Every rank must make the same calls: the slowest rank's estimate.
+            each = native.allreduce((time.perf_counter() - start) / (args.warmup_iters - 1),
+                                    op=MPI.MAX)
+            iters[case] = max(args.iters, min(MAX_ITERS, math.ceil(args.round_us * 1e-6 / max(each, 1e-9))))
     for _ in range(args.rounds):
         for case, call in calls.items():
             bench.fill()
             native.Barrier()
             start = time.perf_counter()
-            for _ in range(args.iters):
+            for _ in range(iters[case]):
                 call()
-            elapsed = (time.perf_counter() - start) / args.iters
+            elapsed = (time.perf_counter() - start) / iters[case]
             times[case].append(native.allreduce(elapsed, op=MPI.MAX))
     results = {case: None for case in cases}
     for case, call in calls.items():
@@ -345,7 +364,7 @@ def measure_all(spec, bench, cases, comm, native, MPI, args, expected, size) -> 
                 wrong = int(np.count_nonzero(got != expected))
             wrong = native.allreduce(wrong, op=MPI.SUM)
         algbw = size / elapsed / 1e9 if elapsed > 0 else 0.0
-        results[case] = (elapsed, algbw, algbw * spec.factor(bench.p), wrong)
+        results[case] = (elapsed, algbw, algbw * spec.factor(bench.p), wrong, iters[case])
     return results
 
 
