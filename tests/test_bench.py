@@ -112,6 +112,7 @@ def test_round_us_times_more_iterations_of_small_messages(tmp_path, p):
     (["allgather", "-b", "1M", "-e", "1K"], "is larger than -e"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["allreduce", "-T", "-5"], "-w and -T at least 0"),
+    (["allreduce", "-T", "1000", "-w", "1"], "-T needs -w 2 or more"),
 ])
 def test_bad_flags_are_argparse_errors(argv, message):
     proc = subprocess.run([sys.executable, "-m", "pycoll.bench", *argv], capture_output=True,

@@ -87,6 +87,9 @@ def parse_args(argv) -> argparse.Namespace:
         parser.error(f"-f {args.stepfactor}: the step factor must be at least 2")
     if args.iters < 1 or args.warmup_iters < 0 or args.rounds < 1 or args.round_us < 0:
         parser.error("-n and -R must be at least 1, -w and -T at least 0")
+    if args.round_us and args.warmup_iters < 2:
+        parser.error(f"-T needs -w 2 or more (the warm-up after the first call is timed), "
+                     f"not -w {args.warmup_iters}")
     if args.minbytes > args.maxbytes:
         parser.error(f"-b {args.minbytes} is larger than -e {args.maxbytes}")
     args.ops = OPS if args.op == "all" else [args.op]
@@ -315,10 +318,11 @@ MAX_ITERS = 100_000
 
 def measure_all(spec, bench, cases, comm, native, MPI, args, expected, size) -> dict:
     """{(algorithm, inplace): (time s, algbw, busbw, #wrong, iterations per
-    round) or None} at one
-    size. Each case is warmed up, then timed over args.rounds rounds of
-    args.iters iterations (more with -T, when those take under args.round_us), the cases taking turns within every round; its
-    time is the median round (the largest over ranks of the mean iteration)."""
+    round) or None} at one size. Each case is warmed up, then timed over
+    args.rounds rounds of args.iters iterations (more with -T, where those
+    take under args.round_us), the cases taking turns within every round;
+    its time is the median round (the largest over ranks of the mean
+    iteration)."""
     calls = {}
     for algorithm, inplace in cases:
         if algorithm == "native":
@@ -338,7 +342,7 @@ def measure_all(spec, bench, cases, comm, native, MPI, args, expected, size) -> 
         start = time.perf_counter()
         for _ in range(args.warmup_iters - 1):
             call()
-        if args.round_us and args.warmup_iters > 1:
+        if args.round_us:
             # Every rank must make the same calls: the slowest rank's estimate.
             each = native.allreduce((time.perf_counter() - start) / (args.warmup_iters - 1),
                                     op=MPI.MAX)
