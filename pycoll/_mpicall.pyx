@@ -213,6 +213,7 @@ cdef class Lane:
         """The schedule: the partial starts in send and lives in data from
         its first receipt or reduction (as _schedule.execute)."""
         cdef char *mine = send
+        cdef char *into
         cdef handle_t comm = self.transport.comm
         cdef int n = <int>self.nbytes
         cdef int i, rc = 0, peer
@@ -224,16 +225,20 @@ cdef class Lane:
                 rc = c_recv(data, n, BYTE, peer, tag, comm, self.transport.status)
                 mine = data
             else:
+                # Straight into data while the partial is still the input
+                # (they are apart: run() refuses partial overlaps), as in
+                # Note [Reduce in place] of pycoll/_p2p.py.
+                into = data if mine != data else theirs
                 if self.kinds[i] == RECV_REDUCE:
-                    rc = c_recv(theirs, n, BYTE, peer, tag, comm, self.transport.status)
+                    rc = c_recv(into, n, BYTE, peer, tag, comm, self.transport.status)
                 else:
-                    rc = c_sendrecv(mine, n, BYTE, peer, tag, theirs, n, BYTE, peer, tag, comm,
+                    rc = c_sendrecv(mine, n, BYTE, peer, tag, into, n, BYTE, peer, tag, comm,
                                     self.transport.status)
                 if rc == 0:
                     if self.lefts[i]:
-                        self.loop(data, theirs, mine, self.count)
+                        self.loop(data, into, mine, self.count)
                     else:
-                        self.loop(data, mine, theirs, self.count)
+                        self.loop(data, mine, into, self.count)
                 mine = data
             if rc != 0:
                 return rc

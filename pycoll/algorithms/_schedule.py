@@ -20,6 +20,8 @@ schedule, so the algorithm exists once.
 """
 from __future__ import annotations
 
+from pycoll._p2p import lands_in
+
 SEND, RECV, RECV_REDUCE, EXCHANGE = 0, 1, 2, 3
 
 
@@ -39,13 +41,19 @@ def execute(t, steps) -> None:
             ch.recv_reduce(mine, peer, received_left=step[2], out=data)
             mine = data
         else:
-            if theirs is None:
-                theirs = ch.scratch("work", len(data))
-            ch.sendrecv(mine, peer, theirs, peer)
-            if step[2]:
-                ch.reduce(data, theirs, mine)
+            # The first exchange of a call that is not in place receives
+            # straight into data (Note [Reduce in place] in _p2p.py).
+            if lands_in(data, mine):
+                into = data
             else:
-                ch.reduce(data, mine, theirs)
+                if theirs is None:
+                    theirs = ch.scratch("work", len(data))
+                into = theirs
+            ch.sendrecv(mine, peer, into, peer)
+            if step[2]:
+                ch.reduce(data, into, mine)
+            else:
+                ch.reduce(data, mine, into)
             mine = data
     if mine is not data:                    # nothing arrived: p == 1
         data[:] = mine
