@@ -22,7 +22,8 @@ def mpi():
 
 
 # The MPI functions pycoll._mpicall calls from C, and where to find them.
-C_FUNCTIONS = ("MPI_Send", "MPI_Recv", "MPI_Sendrecv", "MPI_Comm_rank", "MPI_Type_size")
+C_FUNCTIONS = ("MPI_Send", "MPI_Recv", "MPI_Sendrecv", "MPI_Isend", "MPI_Irecv", "MPI_Wait",
+               "MPI_Comm_rank", "MPI_Type_size")
 SONAMES = ("libmpi.so.12", "libmpi.so.40", "libmpi.so")      # MPICH and kin, Open MPI
 
 

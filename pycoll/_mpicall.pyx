@@ -1,11 +1,12 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
 # cython: embedsignature=True
-"""Blocking point-to-point MPI calls from C, with no mpi.h at build time.
+"""Point-to-point MPI calls from C, with no mpi.h at build time.
 
 At small sizes the Python around an MPI call is most of its cost: mpi4py's
 ``Sendrecv`` spends about 0.6 us parsing its arguments, as long as the
 message itself takes with Open MPI. This module calls ``MPI_Send``,
-``MPI_Recv`` and ``MPI_Sendrecv`` directly.
+``MPI_Recv`` and ``MPI_Sendrecv`` directly, and ``MPI_Isend``,
+``MPI_Irecv`` and ``MPI_Wait`` for a sendrecv that copies meanwhile.
 
 pycoll is not built against any one MPI: mpi4py chooses MPICH or Open MPI at
 run time, and so must pycoll. So the functions are looked up by name in the
@@ -50,12 +51,23 @@ ctypedef int (*recv_fn)(void *buf, int count, handle_t dtype, int source, int ta
 ctypedef int (*sendrecv_fn)(const void *sbuf, int scount, handle_t stype, int dest, int stag,
                             void *rbuf, int rcount, handle_t rtype, int source, int rtag,
                             handle_t comm, void *status) noexcept nogil
+# Nonblocking calls write an MPI_Request (an int in MPICH, a pointer in Open
+# MPI) through *request*: pycoll passes an intptr_t that starts at 0, which
+# holds either (little-endian, as LP64 x86-64 and AArch64 Linux are).
+ctypedef int (*isend_fn)(const void *buf, int count, handle_t dtype, int dest, int tag,
+                         handle_t comm, void *request) noexcept nogil
+ctypedef int (*irecv_fn)(void *buf, int count, handle_t dtype, int source, int tag,
+                         handle_t comm, void *request) noexcept nogil
+ctypedef int (*wait_fn)(void *request, void *status) noexcept nogil
 ctypedef int (*comm_rank_fn)(handle_t comm, int *rank) noexcept nogil
 ctypedef int (*type_size_fn)(handle_t dtype, int *size) noexcept nogil
 
 cdef send_fn c_send = NULL
 cdef recv_fn c_recv = NULL
 cdef sendrecv_fn c_sendrecv = NULL
+cdef isend_fn c_isend = NULL
+cdef irecv_fn c_irecv = NULL
+cdef wait_fn c_wait = NULL
 cdef comm_rank_fn c_comm_rank = NULL
 cdef type_size_fn c_type_size = NULL
 cdef handle_t BYTE = 0
@@ -80,10 +92,14 @@ def LOADED_FLAG() -> bool:
 
 def load(functions: dict, byte_handle) -> None:
     """Install the addresses of the MPI functions (name -> address)."""
-    global c_send, c_recv, c_sendrecv, c_comm_rank, c_type_size, BYTE, LOADED
+    global c_send, c_recv, c_sendrecv, c_isend, c_irecv, c_wait, c_comm_rank, c_type_size
+    global BYTE, LOADED
     c_send = <send_fn><uintptr_t>functions["MPI_Send"]
     c_recv = <recv_fn><uintptr_t>functions["MPI_Recv"]
     c_sendrecv = <sendrecv_fn><uintptr_t>functions["MPI_Sendrecv"]
+    c_isend = <isend_fn><uintptr_t>functions["MPI_Isend"]
+    c_irecv = <irecv_fn><uintptr_t>functions["MPI_Irecv"]
+    c_wait = <wait_fn><uintptr_t>functions["MPI_Wait"]
     c_comm_rank = <comm_rank_fn><uintptr_t>functions["MPI_Comm_rank"]
     c_type_size = <type_size_fn><uintptr_t>functions["MPI_Type_size"]
     BYTE = byte_handle
@@ -156,6 +172,39 @@ cdef class Transport:
         finally:
             PyBuffer_Release(&s)
         check(rc, "MPI_Sendrecv")
+
+    def sendrecv_copy(self, sendbuf, int dest, recvbuf, int source, int tag, copy):
+        """sendrecv, and memcpy *sendbuf* into *copy* (as long, apart from
+        both) while the two messages are in flight: an allgather's first
+        step in one C call (Channel.sendrecv_copying)."""
+        cdef Py_buffer s, r, c
+        cdef int rc = 0, rc2
+        cdef intptr_t rreq = 0, sreq = 0
+        PyObject_GetBuffer(sendbuf, &s, PyBUF_SIMPLE)
+        try:
+            PyObject_GetBuffer(recvbuf, &r, PyBUF_SIMPLE | PyBUF_WRITABLE)
+            try:
+                PyObject_GetBuffer(copy, &c, PyBUF_SIMPLE | PyBUF_WRITABLE)
+                try:
+                    if c.len != s.len:
+                        raise ValueError(f"copy has {c.len} bytes, sendbuf {s.len}")
+                    with nogil:
+                        rc = c_irecv(r.buf, <int>r.len, BYTE, source, tag, self.comm, &rreq)
+                        if rc == 0:
+                            rc = c_isend(s.buf, <int>s.len, BYTE, dest, tag, self.comm, &sreq)
+                            memcpy(c.buf, s.buf, s.len)
+                            if rc == 0:
+                                rc = c_wait(&sreq, self.status)
+                            rc2 = c_wait(&rreq, self.status)
+                            if rc == 0:
+                                rc = rc2
+                finally:
+                    PyBuffer_Release(&c)
+            finally:
+                PyBuffer_Release(&r)
+        finally:
+            PyBuffer_Release(&s)
+        check(rc, "MPI_Isend/MPI_Irecv/MPI_Wait")
 
 
 # ---------------------------------------------------------------------------

@@ -650,6 +650,7 @@ def group_lane(run):
     run.count += 1
     broadcast_lane_cases(run)
     overlapped_allgather_cases(run)
+    allgather_lane_cases(run)
 
 
 def overlapped_allgather_cases(run):
@@ -674,6 +675,47 @@ def overlapped_allgather_cases(run):
             out[lo:hi] = mine
             comm.allgather(out[lo:hi], algorithm=algo, sizes=rows, out=out)
             run.check(name + " in place", out, full)
+    run.count += 1
+
+
+def allgather_lane_cases(run):
+    """The allgather lane (pycoll/api.py _allgather_lane) beside the general
+    path: repeated ring allgathers, small blocks and (with the segment left
+    to the tuner, PYCOLL_SEGMENT_BYTES unset) blocks of 64 KiB and more
+    that the lane copies in place while its first step is in flight; some
+    ranks take the general path (a strided out) while the others take the
+    lane, and they meet on the same messages."""
+    comm, p, r = run.comm, run.p, run.r
+    for rows, algo in ((3, "ring"), (1, "ring"), (20000, "ring"), (3, "recursive_doubling"),
+                       (20000, "recursive_doubling")):  # float32 rows of 16 B; 80 KB
+        for repeat in range(3):
+            name = f"allgather lane {algo} {rows} rows call {repeat}"
+            full = np.concatenate([rank_data("float32", (rows, 4), i, seed_of(name)) for i in range(p)])
+            mine = full[r * rows:(r + 1) * rows].copy()
+            if repeat == 2 and r % 2 == 1:          # the general path: a strided out, written back
+                target = np.zeros((2 * p * rows, 4), np.float32)
+                y = comm.allgather(mine, algorithm=algo, out=target[::2])
+                assert y is not None and not target[1::2].any(), name
+            elif repeat == 2:
+                out = np.empty_like(full)
+                y = comm.allgather(mine, algorithm=algo, out=out)
+                assert y is out, name
+            else:
+                y = comm.allgather(mine, algorithm=algo)
+            run.check(name, y, full)
+            run.same_everywhere(name, y)
+            assert np.array_equal(mine, full[r * rows:(r + 1) * rows]), f"{name}: x changed"
+    for dtype in ("bfloat16", "int8", "complex128"):
+        name = f"allgather lane {dtype}"
+        xs = [rank_data(dtype, (2, 3), i, seed_of(name)) for i in range(p)]
+        for _ in range(2):
+            run.check(name, comm.allgather(xs[r]), np.concatenate(xs))
+    for _ in range(2):                              # 0-d inputs: one row each
+        run.check("allgather lane 0-d", comm.allgather(np.float64(r)), np.arange(p, dtype=np.float64))
+    lanes = sum(1 for k, v in comm._plans.items() if k[0] == "allgather-lane" and v is not None)
+    assert (lanes > 0) == (comm.transport is not None and p > 1), (lanes, comm.transport_info)
+    y = comm.allreduce(np.array([r + 1.0]))
+    run.check("allgather lane: tags agree after", y, np.array([p * (p + 1) / 2]))
     run.count += 1
 
 

@@ -47,6 +47,14 @@ def test_small_message_lane(p):
     run_ranks(p, "lane")
 
 
+@pytest.mark.parametrize("p", [2, 3])
+def test_lanes_with_the_tuners_segments(p):
+    """The lanes with messages the tuner leaves whole (PYCOLL_SEGMENT_BYTES
+    unset): the allgather lane's first step copies 80 KB blocks in place
+    while both messages are in flight, in one C call."""
+    run_ranks(p, "lane", env={"PYCOLL_SEGMENT_BYTES": None})
+
+
 def test_mpi4py_transport():
     """PYCOLL_TRANSPORT=mpi4py: every message through mpi4py, same results."""
     run_ranks(3, "reductions", env={"PYCOLL_TRANSPORT": "mpi4py"})

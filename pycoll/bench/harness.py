@@ -240,11 +240,13 @@ def run(args) -> int:
                   f"on {p} ranks, more than the {available} bytes available", file=sys.stderr)
         return 2
 
-    library = " ".join(MPI.Get_library_version().strip().splitlines()[0].split())
+    # Open MPI's version string ends in a NUL byte.
+    library = " ".join(MPI.Get_library_version().replace("\0", "").strip().splitlines()[0].split())
     meta = {"mpi": library, "p": p, "pycoll": pycoll.__version__,
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "mpi4py": __import__("mpi4py").__version__, "iters": args.iters,
-            "warmup": args.warmup_iters, "rounds": args.rounds, "round_us": args.round_us, "command": "python -m pycoll.bench " + " ".join(sys.argv[1:])}
+            "warmup": args.warmup_iters, "rounds": args.rounds, "round_us": args.round_us,
+            "command": "python -m pycoll.bench " + " ".join(sys.argv[1:])}
     table.print(f"# pycoll {pycoll.__version__} benchmark on {p} ranks, {library}, "
                 f"mpi4py {meta['mpi4py']}")
     table.print(f"# dtype {','.join(d.name for d in args.dtypes)}  iters {args.iters}  warmup "
