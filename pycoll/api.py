@@ -99,21 +99,18 @@ class Communicator(CommBase):
                 return result
         return _allreduce(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
-    def broadcast(self, x, root=0, algorithm="auto", async_op=False,
-                  timeout=None):
+    def broadcast(self, x, root=0, algorithm="auto", async_op=False, timeout=None):
         return broadcast(x, root, self, algorithm, async_op, timeout)
 
     def reduce(self, x, op=SUM, root=0, algorithm="auto", out=None, accumulate=None,
-               async_op=False,
-                  timeout=None):
+               async_op=False, timeout=None):
         return reduce(x, op, root, self, algorithm, out, accumulate, async_op, timeout)
 
     def gather(self, x, root=0, algorithm="auto", sizes=None, out=None, async_op=False,
-                  timeout=None):
+               timeout=None):
         return gather(x, root, self, algorithm, sizes, out, async_op, timeout)
 
-    def scatter(self, x, root=0, algorithm="auto", out=None, async_op=False,
-                  timeout=None):
+    def scatter(self, x, root=0, algorithm="auto", out=None, async_op=False, timeout=None):
         return scatter(x, root, self, algorithm, out, async_op, timeout)
 
     def allgather(self, x, algorithm="auto", sizes=None, out=None, async_op=False,
@@ -121,21 +118,17 @@ class Communicator(CommBase):
         return allgather(x, self, algorithm, sizes, out, async_op, timeout)
 
     def reduce_scatter(self, x, op=SUM, algorithm="auto", out=None, accumulate=None,
-                       async_op=False,
-                  timeout=None):
+                       async_op=False, timeout=None):
         return reduce_scatter(x, op, self, algorithm, out, accumulate, async_op, timeout)
 
-    def alltoall(self, x, algorithm="auto", out=None, async_op=False,
-                  timeout=None):
+    def alltoall(self, x, algorithm="auto", out=None, async_op=False, timeout=None):
         return alltoall(x, self, algorithm, out, async_op, timeout)
 
     def scan(self, x, op=SUM, exclusive=False, algorithm="auto", out=None, accumulate=None,
-             async_op=False,
-                  timeout=None):
+             async_op=False, timeout=None):
         return scan(x, op, self, exclusive, algorithm, out, accumulate, async_op, timeout)
 
-    def barrier(self, async_op=False,
-                  timeout=None):
+    def barrier(self, async_op=False, timeout=None):
         return barrier(self, async_op, timeout)
 
 
