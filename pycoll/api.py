@@ -756,7 +756,8 @@ def _broadcast_receive(c, x, r, alg, dtype, shape, deadline):
 
 class _BroadcastLane:
     """A repeated, plain broadcast of one (dtype, shape, root, algorithm)
-    whose plan runs the binomial tree in one message per edge: the header
+    whose plan runs the binomial tree (or, at p = 2, the pipeline: the same
+    single message) in one message per edge: the header
     word and the data go through C calls (pycoll/_mpicall.pyx), with none of
     the Python of a general call. The messages, tags and their order are
     those of the general path, so ranks taking either path interoperate
@@ -828,7 +829,9 @@ def _make_broadcast_lane(c, x, root, algorithm):
     if x.ndim > SHORT_DIMS or not 0 < x.nbytes <= LANE_MAX_BYTES or r != root:
         return None
     plan = _broadcast_plan(c, dtype, x.shape, r, alg)
-    if plan.algorithm != "binomial" or x.nbytes > plan.channel.segment:
+    # At p = 2 the pipeline is the tree: one link, one message.
+    tree = plan.algorithm == "binomial" or (c.size == 2 and plan.algorithm == "pipeline")
+    if not tree or x.nbytes > plan.channel.segment:
         return None
     return _BroadcastLane(c, dtype, x.shape, r)
 

@@ -724,13 +724,13 @@ def broadcast_lane_cases(run):
     path: ranks taking either one meet on the same messages, whichever
     ranks pass x, None or an x that does not match the root's."""
     comm, p, r = run.comm, run.p, run.r
-    for root in sorted({0, p - 1, p // 2}):
+    for root, algo in [(root, "binomial") for root in sorted({0, p - 1, p // 2})] + [(p - 1, "pipeline")]:
         for repeat in range(3):
-            name = f"broadcast lane root {root} call {repeat}"
+            name = f"broadcast lane {algo} root {root} call {repeat}"
             want = rank_data("float64", (5, 2), root, seed_of(name))
             # Every third rank passes None (general path), the rest an x (lane).
             mine = want.copy() if r == root else None if (r + repeat) % 3 == 0 else np.zeros((5, 2))
-            y = comm.broadcast(mine, root=root, algorithm="binomial")
+            y = comm.broadcast(mine, root=root, algorithm=algo)
             run.check(name, y, want)
             run.same_everywhere(name, y)
             if mine is not None:
@@ -764,6 +764,8 @@ def broadcast_lane_cases(run):
         expect(ValueError, "read-only", comm.broadcast, ro, 0)
     lanes = sum(1 for k, v in comm._plans.items() if k[0] == "broadcast-lane" and v is not None)
     assert (lanes > 0) == (comm.transport is not None), (lanes, comm.transport_info)
+    pipeline = comm._plans.get(("broadcast-lane", np.dtype(np.float64), (5, 2), p - 1, "pipeline"))
+    assert (pipeline is not None) == (comm.transport is not None and p == 2), p
     y = comm.allreduce(np.array([r + 1.0]))
     run.check("broadcast lane: tags agree after", y, np.array([p * (p + 1) / 2]))
     run.count += 1
