@@ -775,21 +775,29 @@ class _BroadcastLane:
 LANE_MAX_BYTES = (1 << 31) - 1          # one C call's count is an int
 
 
+def _cached_lane(c, key: tuple, make):
+    """The lane of call signature *key*, made by ``make()`` on first use
+    and kept beside the plans; None (the general path takes the call) when
+    make() says so or an argument is unhashable."""
+    try:
+        return c._plans[key]
+    except KeyError:
+        if len(c._plans) >= PLAN_CACHE:
+            c._plans.clear()
+        lane = c._plans[key] = make()
+        return lane
+    except TypeError:
+        return None
+
+
 def _broadcast_lane(c, x, root, algorithm):
     """Run a plain broadcast of a numpy array on its lane; None (and
     nothing sent) for any call the lane does not take."""
     if type(x) is not np.ndarray or c.transport is None or c._progress._pending \
             or not (x.flags.c_contiguous and x.flags.aligned):
         return None
-    key = ("broadcast-lane", x.dtype, x.shape, root, algorithm)
-    try:
-        lane = c._plans[key]
-    except KeyError:
-        if len(c._plans) >= PLAN_CACHE:
-            c._plans.clear()
-        lane = c._plans[key] = _make_broadcast_lane(c, x, root, algorithm)
-    except TypeError:
-        return None
+    lane = _cached_lane(c, ("broadcast-lane", x.dtype, x.shape, root, algorithm),
+                        lambda: _make_broadcast_lane(c, x, root, algorithm))
     if lane is None or (c.rank != root and not x.flags.writeable):
         return None
     transport, data = c.transport, x.reshape(-1).view(np.uint8)
@@ -933,15 +941,8 @@ def _allgather_lane(c, x, algorithm, out):
     nothing sent) for any call the lane does not take."""
     if type(x) is not np.ndarray or c.transport is None or c._progress._pending:
         return None
-    key = ("allgather-lane", x.dtype, x.shape, algorithm)
-    try:
-        lane = c._plans[key]
-    except KeyError:
-        if len(c._plans) >= PLAN_CACHE:
-            c._plans.clear()
-        lane = c._plans[key] = _make_allgather_lane(c, x, algorithm)
-    except TypeError:
-        return None
+    lane = _cached_lane(c, ("allgather-lane", x.dtype, x.shape, algorithm),
+                        lambda: _make_allgather_lane(c, x, algorithm))
     if lane is None:
         return None
     flags = x.flags                         # a new object on every access: read it once
