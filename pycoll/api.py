@@ -48,6 +48,7 @@ from pycoll._mpi import mpi
 from pycoll._p2p import COPY_OVERLAP, Channel
 from pycoll._pieces import Pieces
 from pycoll.algorithms import ALGORITHMS, REGISTRY, Task
+from pycoll.algorithms._shape import blocks_from_counts
 from pycoll.algorithms.broadcast_binomial import binomial_broadcast, binomial_edges
 from pycoll.errors import MismatchError
 
@@ -911,14 +912,15 @@ class _AllgatherLane:
 
     __slots__ = ("shape", "block", "steps", "first")
 
-    def __init__(self, c, shape: tuple, block: int):
+    def __init__(self, c, shape: tuple, counts: tuple):
         p, r = c.size, c.rank
-        self.shape, self.block = shape, block
+        self.shape, self.block = shape, counts[r]
+        spans = [(lo, lo + n) for lo, n in blocks_from_counts(counts)]
         right, left = (r + 1) % p, (r - 1) % p
         # Step 0 sends this rank's block from x while copying it in place.
-        self.first = (right, _span(left, block), left, _span(r, block))
+        self.first = (right, spans[left], left, spans[r])
         # Step s sends block r - s to the right, receives r - s - 1 from the left.
-        self.steps = [(_span((r - s) % p, block), right, _span((r - s - 1) % p, block), left)
+        self.steps = [(spans[(r - s) % p], right, spans[(r - s - 1) % p], left)
                       for s in range(1, p - 1)]
 
     def run(self, transport, tag: int, send, data) -> None:
@@ -930,10 +932,6 @@ class _AllgatherLane:
             transport.sendrecv_copy(send, right, data[rlo:rhi], left, tag, data[lo:hi])
         for (slo, shi), dest, (rlo, rhi), source in self.steps:
             transport.sendrecv(data[slo:shi], dest, data[rlo:rhi], source, tag)
-
-
-def _span(index: int, block: int) -> tuple:
-    return index * block, (index + 1) * block
 
 
 def _allgather_lane(c, x, algorithm, out):
@@ -977,7 +975,7 @@ def _make_allgather_lane(c, x, algorithm):
     ring = plan.algorithm == "ring" or (c.size == 2 and plan.algorithm == "recursive_doubling")
     if not ring or c.size < 2 or not 0 < block <= min(plan.channel.segment, LANE_MAX_BYTES):
         return None
-    return _AllgatherLane(c, plan.args.shape, block)
+    return _AllgatherLane(c, plan.args.shape, plan.args.counts)
 
 
 def _gather_args(collective: str, c, x: np.ndarray, algorithm, sizes, **more) -> CollArgs:
