@@ -41,6 +41,10 @@ OPS = ("allreduce", "reduce", "allgather", "reduce_scatter", "broadcast")
 # falls on all of them alike.
 # -T: small messages get more iterations, so that a round lasts 1 ms.
 SWEEP = ["-b", "4", "-e", "64M", "-f", "4", "-n", "4", "-R", "5", "-w", "3", "-T", "1000"]
+# float16 and bfloat16 against float32 at equal element counts (-E), the
+# dtypes taking turns within every round as the algorithms do above.
+HALF = ["-b", "1M", "-e", "64M", "-f", "4", "-n", "4", "-R", "7", "-w", "3", "-T", "1000",
+        "-d", "float32,float16,bfloat16", "-E", "-a", "auto"]
 MiB = 1 << 20
 # torch.distributed's gloo, from the issue that set the targets (p = 2).
 GLOO = {"8 B time": "119 µs", "64 KiB": "0.16", "1 MiB": "0.95", "16 MiB": "2.03", "64 MiB": "1.95"}
@@ -104,8 +108,7 @@ def run(procs: list, repeat: int, parts: set, resume: bool = False) -> None:
                 launch_into(where / f"{op}_run{k}.json", p,
                             ["-m", "pycoll.bench", op, *SWEEP, "-d", "float32,bfloat16", "-a", "all"])
             launch_into(where / f"half_run{k}.json", p,
-                        ["-m", "pycoll.bench", "allreduce", "-b", "512K", "-e", "64M", "-f", "2", "-n", "4",
-                         "-R", "5", "-w", "3", "-T", "1000", "-d", "float32,float16,bfloat16", "-a", "auto"])
+                        ["-m", "pycoll.bench", "allreduce", *HALF])
             launch_into(where / f"latency_run{k}.json", p, ["bench/latency.py"])
 
 
@@ -125,13 +128,14 @@ class Runs:
         self.where = where
         self.bench = defaultdict(list)          # op -> [ {key: row} per run ]
         self.fusion = []                        # bench/bench_fusion.py's JSON, per run
+        self.metas = {}                         # kind -> the meta of its last run
         for path in sorted(where.glob("*_run*.json")):
             kind = path.name.split("_run")[0]
             data = json.loads(path.read_text())
             if kind in ("latency", "fusion"):
                 (self.bench["latency"] if kind == "latency" else self.fusion).append(data)
                 continue
-            self.meta = data["meta"]
+            self.meta = self.metas[kind] = data["meta"]
             # Runs made before the harness dropped Open MPI's trailing NUL.
             self.meta["mpi"] = self.meta["mpi"].replace("\0", "")
             rows = {(r["op"], r["algorithm"], r["dtype"], r["size"], r["inplace"]): r for r in data["rows"]}
@@ -145,6 +149,15 @@ class Runs:
             x, y = rows.get((op, a, dtype, size, inplace)), rows.get((op, b, dtype, size, inplace))
             if x and y and y[key] > 0:
                 out.append(x[key] / y[key])
+        return med(out)
+
+    def time_ratio(self, kind, op, alg, a, b):
+        """Median over runs of each run's time of a over b, each (dtype, size)."""
+        out = []
+        for rows in self.bench[kind]:
+            x, y = rows.get((op, alg, *a, False)), rows.get((op, alg, *b, False))
+            if x and y and y["time_us"] > 0:
+                out.append(x["time_us"] / y["time_us"])
         return med(out)
 
     def time(self, kind, op, alg, dtype, size, inplace=False):
@@ -197,9 +210,8 @@ def targets(runs: Runs, p: int) -> list:
     for dtype in ("bfloat16", "float16"):
         rs = []
         for size in (MiB, 4 * MiB, 16 * MiB, 64 * MiB):
-            t32 = runs.time("half", "allreduce", "auto", "float32", size)
-            t16 = runs.time("half", "allreduce", "auto", dtype, size // 2)
-            rs.append((size, t16 / t32 if t16 and t32 else None))
+            rs.append((size, runs.time_ratio("half", "allreduce", "auto", (dtype, size // 2),
+                                             ("float32", size))))
         worst = max((r for _, r in rs if r is not None), default=None)
         rows.append((f"{dtype} allreduce time ≤ 0.6× float32 (same count, float32 ≥ 1 MiB)",
                      ", ".join(f"{human(s)} {fmt(r)}" for s, r in rs), check(worst, 0.6, ge=False)))
@@ -315,11 +327,21 @@ def fusion_section() -> list:
     return lines
 
 
-def command(meta: dict) -> str:
-    """The benchmark command of a run (its JSON's meta), OP for the op."""
+def half_command(runs, p: int) -> str:
+    """The sentence naming the float16/bfloat16 runs' command, if any."""
+    meta = runs.metas.get("half")
+    if not meta or "-E" not in meta.get("command", "").split():
+        return ""
+    return (" float16 and bfloat16 against float32 (the dtypes taking turns within every "
+            f"round at equal counts): `mpiexec -n {p} {command(meta, op=None)}`.")
+
+
+def command(meta: dict, op: str | None = "OP") -> str:
+    """The benchmark command of a run (its JSON's meta), *op* for the op."""
     words = meta.get("command", "python -m pycoll.bench OP " + " ".join(SWEEP)).split()
-    return " ".join(["OP" if w in OPS else w for w in words[:words.index("--json")]]
-                    if "--json" in words else words)
+    if "--json" in words:
+        words = words[:words.index("--json")]
+    return " ".join(op if op and w in OPS else w for w in words)
 
 
 def replace_section(body: str, begin: str, end: str, lines: list) -> str:
@@ -347,7 +369,7 @@ def render() -> None:
                          f"{meta['date'][:10]}, mpi4py {meta['mpi4py']}, pycoll {meta['pycoll']}; "
                          f"medians of {nruns} runs of `mpiexec -n {p} {command(meta)}`, after "
                          f"`python -m pycoll.tune` "
-                         f"(all made by `python bench/perf_report.py run`).", "",
+                         f"(all made by `python bench/perf_report.py run`)." + half_command(runs, p), "",
                          "| target | measured | |", "|---|---|---|"]
             sections += [f"| {t} | {m} | {v} |" for t, m, v in targets(runs, p)] + [""]
             rows = model_rows(runs, p)

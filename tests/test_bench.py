@@ -102,6 +102,29 @@ def test_round_us_times_more_iterations_of_small_messages(tmp_path, p):
     assert {r["iters"] for r in json.loads(out.read_text())["rows"]} == {2}
 
 
+@pytest.mark.parametrize("p", [2, 3])
+def test_equal_counts_time_the_dtypes_at_one_count(tmp_path, p):
+    # -E: every dtype at the first one's element count (sizes are the first
+    # dtype's bytes), all in one table, each result checked. BAND is not
+    # defined for float16: that pair is skipped, int32 still runs.
+    out = tmp_path / "run.json"
+    proc = launch(p, ["-m", "pycoll.bench", "allreduce", "-b", "64", "-e", "4K", "-f", "8",
+                      "-n", "2", "-w", "1", "-R", "2", "-E", "-d", "float32,float16,int32",
+                      "-o", "sum,band", "-a", "ring,native", "--json", out], timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "(equal counts)" in proc.stdout and "# Out of bounds values : 0 OK" in proc.stdout
+    assert "allreduce float16: skipped, BAND is not defined for float16" in proc.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert all(r["wrong"] == 0 for r in rows)
+    counts = {}
+    for r in rows:
+        counts.setdefault((r["redop"], r["count"]), set()).add(r["dtype"])
+        assert r["size"] == r["count"] * {"float32": 4, "float16": 2, "int32": 4}[r["dtype"]]
+    assert sorted(c for redop, c in counts if redop == "sum") == [16, 128, 1024]
+    for (redop, count), dtypes in counts.items():
+        assert dtypes == ({"float32", "float16", "int32"} if redop == "sum" else {"int32"})
+
+
 @pytest.mark.parametrize("argv,message", [
     (["allreduce", "-d", "float128"], "unknown dtype float128"),
     (["allreduce", "-o", "band"], "-o band is not defined for float32"),

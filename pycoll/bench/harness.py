@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "where n iterations take less (as timed in the warm-up), more "
                              "iterations, the same on every rank (small messages are otherwise "
                              "timed over a few microseconds)")
+    parser.add_argument("-E", "--equal_counts", action="store_true",
+                        help="with several dtypes (-d), time them at equal element counts, "
+                             "taking turns within every round as the algorithms do: sizes are "
+                             "the first dtype's bytes (for ratios between dtypes)")
     parser.add_argument("-c", "--check", type=int, choices=(0, 1), default=1,
                         help="check every result (1) or not (0)")
     parser.add_argument("-d", "--datatype", default="float32",
@@ -252,53 +256,65 @@ def run(args) -> int:
     table.print(f"# dtype {','.join(d.name for d in args.dtypes)}  iters {args.iters}  warmup "
                 f"{args.warmup_iters}  check {args.check}  {meta['date']}")
     rows, busbws, rounded = [], [], False
+    groups = [args.dtypes] if args.equal_counts else [[d] for d in args.dtypes]
     for op in args.ops:
         spec = SPECS[op]
         algorithms = algorithms_for(op, args.algorithms)
-        for dtype in args.dtypes:
+        for group in groups:
             redops = args.redops if spec.reduces else [None]
             for redop in redops:
-                if redop is not None:
+                dtypes = []
+                for dtype in group:
                     try:
-                        check_op(redop, dtype)
+                        if redop is not None:
+                            check_op(redop, dtype)
+                        dtypes.append(dtype)
                     except TypeError as exc:
                         table.print(f"#\n# {op} {dtype.name}: skipped, {exc}")
-                        continue
+                if not dtypes:
+                    continue
                 root = args.root if spec.rooted else -1
                 redop_name = redop.value if redop is not None else "none"
-                table.header(f"{op}  {dtype.name}  {redop_name}  root {root}  "
-                             f"busbw factor {spec.factor(p):.3f}")
+                table.header(f"{op}  {','.join(d.name for d in dtypes)}  {redop_name}  "
+                             f"root {root}  busbw factor {spec.factor(p):.3f}"
+                             + ("  (equal counts)" if args.equal_counts else ""))
                 for size in sizes(args.minbytes, args.maxbytes, args.stepfactor):
-                    count = spec.blocks(size, dtype.itemsize, p)
-                    actual = spec.size(count, dtype.itemsize, p)
-                    rounded |= actual != size
-                    bench = Bench(spec, dtype.numpy, count, p, rank, max(root, 0),
-                                  redop or Op.SUM)
-                    expected = spec.expected(bench) if args.check else None
-                    cases = [(a, inplace) for a in algorithms for inplace in (False, True)
-                             if not inplace or spec.has_inplace]
-                    results = measure_all(spec, bench, cases, comm, native, MPI, args, expected,
-                                          actual)
-                    measured_native = {}
-                    for algorithm in algorithms:
-                        cells = []
-                        for inplace in (False, True):
-                            if inplace and not spec.has_inplace:
-                                cells.append(cell(None))
-                                continue
-                            m = results[(algorithm, inplace)]
-                            if algorithm == "native":
-                                measured_native[inplace] = m
-                            cells.append(cell(m, measured_native.get(inplace)))
-                            if m is not None:
-                                t, algbw, busbw, wrong, iters = m
-                                busbws.append(busbw)
-                                rows.append({"op": op, "algorithm": algorithm, "dtype": dtype.name,
-                                             "redop": redop_name, "root": root, "size": actual,
-                                             "count": count, "inplace": inplace,
-                                             "time_us": t * 1e6, "algbw": algbw, "busbw": busbw,
-                                             "wrong": wrong, "iters": iters})
-                        table.row(actual, count, dtype.name, redop_name, root, algorithm, cells)
+                    count = spec.blocks(size, group[0].itemsize, p)
+                    benches = {}
+                    for dtype in dtypes:
+                        actual = spec.size(count, dtype.itemsize, p)
+                        rounded |= actual != size and dtype is group[0]
+                        bench = Bench(spec, dtype.numpy, count, p, rank, max(root, 0),
+                                      redop or Op.SUM)
+                        expected = spec.expected(bench) if args.check else None
+                        benches[dtype.name] = (bench, expected, actual)
+                    cases = [(d.name, a, inplace) for d in dtypes for a in algorithms
+                             for inplace in (False, True) if not inplace or spec.has_inplace]
+                    results = measure_all(spec, benches, cases, comm, native, MPI, args)
+                    for dtype in dtypes:
+                        actual = benches[dtype.name][2]
+                        measured_native = {}
+                        for algorithm in algorithms:
+                            cells = []
+                            for inplace in (False, True):
+                                if inplace and not spec.has_inplace:
+                                    cells.append(cell(None))
+                                    continue
+                                m = results[(dtype.name, algorithm, inplace)]
+                                if algorithm == "native":
+                                    measured_native[inplace] = m
+                                cells.append(cell(m, measured_native.get(inplace)))
+                                if m is not None:
+                                    t, algbw, busbw, wrong, iters = m
+                                    busbws.append(busbw)
+                                    rows.append({"op": op, "algorithm": algorithm,
+                                                 "dtype": dtype.name, "redop": redop_name,
+                                                 "root": root, "size": actual, "count": count,
+                                                 "inplace": inplace, "time_us": t * 1e6,
+                                                 "algbw": algbw, "busbw": busbw,
+                                                 "wrong": wrong, "iters": iters})
+                            table.row(actual, count, dtype.name, redop_name, root, algorithm,
+                                      cells)
     wrong = sum(r["wrong"] for r in rows)
     if rounded:
         table.print("# Sizes that do not divide into whole elements (and, for ops that cut the "
@@ -318,26 +334,29 @@ def run(args) -> int:
 MAX_ITERS = 100_000
 
 
-def measure_all(spec, bench, cases, comm, native, MPI, args, expected, size) -> dict:
-    """{(algorithm, inplace): (time s, algbw, busbw, #wrong, iterations per
-    round) or None} at one size. Each case is warmed up, then timed over
-    args.rounds rounds of args.iters iterations (more with -T, where those
-    take under args.round_us), the cases taking turns within every round;
-    its time is the median round (the largest over ranks of the mean
+def measure_all(spec, benches, cases, comm, native, MPI, args) -> dict:
+    """{(dtype name, algorithm, inplace): (time s, algbw, busbw, #wrong,
+    iterations per round) or None} at one size. benches maps a dtype name
+    to (Bench, expected result, bytes). Each case is warmed up, then timed
+    over args.rounds rounds of args.iters iterations (more with -T, where
+    those take under args.round_us), the cases taking turns within every
+    round; its time is the median round (the largest over ranks of the mean
     iteration)."""
     calls = {}
-    for algorithm, inplace in cases:
+    for case in cases:
+        name, algorithm, inplace = case
+        bench = benches[name][0]
         if algorithm == "native":
             if not spec.native_supported(bench.dtype, bench.redop):
                 continue
-            calls[(algorithm, inplace)] = (
-                lambda inplace=inplace: spec.native(bench, native, MPI, inplace))
+            calls[case] = (bench, lambda bench=bench, inplace=inplace:
+                           spec.native(bench, native, MPI, inplace))
         else:
-            calls[(algorithm, inplace)] = (
-                lambda algorithm=algorithm, inplace=inplace: spec.run(bench, comm, algorithm, inplace))
+            calls[case] = (bench, lambda bench=bench, algorithm=algorithm, inplace=inplace:
+                           spec.run(bench, comm, algorithm, inplace))
     times = {case: [] for case in calls}
     iters = dict.fromkeys(calls, args.iters)
-    for case, call in calls.items():
+    for case, (bench, call) in calls.items():
         bench.fill()
         if args.warmup_iters:
             call()                          # the first call makes the plan: not timed
@@ -350,7 +369,7 @@ def measure_all(spec, bench, cases, comm, native, MPI, args, expected, size) -> 
                                     op=MPI.MAX)
             iters[case] = max(args.iters, min(MAX_ITERS, math.ceil(args.round_us * 1e-6 / max(each, 1e-9))))
     for _ in range(args.rounds):
-        for case, call in calls.items():
+        for case, (bench, call) in calls.items():
             bench.fill()
             native.Barrier()
             start = time.perf_counter()
@@ -359,13 +378,14 @@ def measure_all(spec, bench, cases, comm, native, MPI, args, expected, size) -> 
             elapsed = (time.perf_counter() - start) / iters[case]
             times[case].append(native.allreduce(elapsed, op=MPI.MAX))
     results = {case: None for case in cases}
-    for case, call in calls.items():
+    for case, (bench, call) in calls.items():
+        _, expected, size = benches[case[0]]
         elapsed = statistics.median(times[case])
         wrong = 0
         if args.check:
             bench.fill()
             call()
-            got = spec.result(bench, case[1])
+            got = spec.result(bench, case[2])
             if got is not None:
                 wrong = int(np.count_nonzero(got != expected))
             wrong = native.allreduce(wrong, op=MPI.SUM)
