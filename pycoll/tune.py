@@ -7,7 +7,7 @@ MPI library, P) where Communicators look for it:
 $PYCOLL_TUNE_DIR or ~/.cache/pycoll. Rank 0 prints, for each algorithm, the
 fitted parameters and the measured and modelled times side by side.
 
-    --sizes 8,1K,16K,256K,1M,2M,4M,8M,16M,64M   sizes (bytes; one block for block ops)
+    --sizes 8,1K,4K,16K,64K,256K,1M,2M,4M,8M,16M,64M   sizes (bytes; one block for block ops)
     --collectives allreduce,...       a subset
     --out FILE                        write elsewhere (also JSON)
     --budget 0.02                     seconds of timing per measurement
@@ -61,7 +61,7 @@ def measure(calls: dict, barrier, reduce_max, budget: float, rounds: int = 5) ->
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pycoll.tune", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="8,1K,16K,256K,1M,2M,4M,8M,16M,64M")
+    parser.add_argument("--sizes", default="8,1K,4K,16K,64K,256K,1M,2M,4M,8M,16M,64M")
     parser.add_argument("--collectives", default=",".join(COLLECTIVES))
     parser.add_argument("--out", default=None)
     parser.add_argument("--budget", type=float, default=0.02)

@@ -9,10 +9,13 @@ modelled time is
 
 with (alpha, beta) per algorithm and per size regime (REGIMES):
 implementations differ in what a step costs and in how they use the memory
-system, and so does one algorithm at different sizes. Up to SPLIT, the
-segment size of a reduction, a vector is one message (for recursive
-doubling and the tree, one C call in the small-message lane) and reduces in
-cache ("small"); above it transfers are segmented Python steps ("large");
+system, and so does one algorithm at different sizes. Up to TINY the
+time is mostly latency: MPI's eager messages, and for the algorithms with a
+C lane one C call per step ("tiny"; fitted together with the larger sizes,
+a line put 5-30% errors at 8 B and 16 KiB and swapped the order of
+algorithms 5% apart). Up to SPLIT, the segment size of a reduction, a
+vector is one message and reduces in cache ("small"); above it transfers
+are segmented Python steps ("large");
 above HUGE an algorithm's buffers (input, output, received) outgrow the
 last-level cache and every byte comes from memory ("huge": recursive
 doubling, which moves and reduces the whole vector, costs nearly twice as
@@ -55,10 +58,12 @@ log = logging.getLogger(__name__)
 # a pipelined chain cuts for overlap; anything else moves each transfer as
 # one message (as native MPI does), capped so that a count stays an int.
 REDUCE_SEGMENT = SPLIT = 1 << 20
+# Up to this many bytes the "tiny" regime: MPICH and Open MPI send eagerly.
+TINY = 16 << 10
 # Above this many bytes of vector (block, for block collectives) the
 # "huge" regime: three such buffers no longer fit this machine's 32 MiB L3.
 HUGE = 8 << 20
-REGIMES = ("small", "large", "huge")
+REGIMES = ("tiny", "small", "large", "huge")
 MIN_PIPELINE_SEGMENT, MAX_PIPELINE_SEGMENT = 64 << 10, 4 << 20
 WHOLE = 1 << 30
 PIPELINED = {("broadcast", "pipeline"), ("scan", "linear")}
@@ -77,7 +82,8 @@ CALL_ALPHA = 5e-6
 # The fit of `python -m pycoll.tune` on the project's machine (2 cores,
 # MPICH 5.0.2, p = 2, 2026-11-21): gamma (s per reduced float32 byte), each
 # dtype's kernel cost relative to float32, and (alpha s, beta s/B) per
-# algorithm. scan and barrier have no target and are not calibrated.
+# algorithm ("tiny", made before that regime, is "small" below). scan and
+# barrier have no target and are not calibrated.
 DEFAULT_PARAMS = {
     "gamma": 3.58e-11,
     "kernel_cost": {'float32': 1.0, 'float64': 1.01, 'float16': 2.42, 'bfloat16': 1.8, 'int32': 0.99, 'complex64': 1.04},
@@ -127,14 +133,21 @@ DEFAULT_PARAMS = {
 }
 
 
+for _algorithms in DEFAULT_PARAMS["algorithms"].values():
+    for _pieces in _algorithms.values():
+        _pieces["tiny"] = _pieces["small"]
+
+
 def gamma(params, dtype: str | None = None) -> float:
     """Seconds per reduced byte of *dtype* (float32 when None)."""
     return params["gamma"] * params["kernel_cost"].get(dtype or "float32", 1.0)
 
 
 def regime(n: int) -> str:
-    """The size regime of a vector or block of n bytes: "small" up to SPLIT,
-    "large" up to HUGE, "huge" above."""
+    """The size regime of a vector or block of n bytes: "tiny" up to TINY,
+    "small" up to SPLIT, "large" up to HUGE, "huge" above."""
+    if n <= TINY:
+        return "tiny"
     return "small" if n <= SPLIT else "large" if n <= HUGE else "huge"
 
 
@@ -269,8 +282,9 @@ def merge_params(params):
         for name, pieces in algs.items():
             if (collective in merged["algorithms"] and name in merged["algorithms"][collective]
                     and isinstance(pieces, dict) and {"small", "large"} <= set(pieces)):
-                # A calibration from before the "huge" regime: "large" stands for it.
-                pieces = {"huge": pieces["large"], **pieces}
+                # A calibration from before the "huge" regime: "large" stands
+                # for it; from before "tiny", "small".
+                pieces = {"huge": pieces["large"], "tiny": pieces["small"], **pieces}
                 merged["algorithms"][collective][name] = {
                     k: tuple(float(v) for v in pieces[k][:2]) for k in REGIMES}
     return merged

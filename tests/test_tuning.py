@@ -78,14 +78,18 @@ def test_cache_file_is_found_and_merged(tmp_path, monkeypatch):
     params = tuning.load_params(version, 4)
     assert params["gamma"] == 1e-11 and params["kernel_cost"]["bfloat16"] == 3.0
     assert params["algorithms"]["allreduce"]["ring"]["large"] == (2e-6, 1e-10)
-    # A calibration made before the "huge" regime: "large" stands for it.
+    # A calibration made before the "huge" regime: "large" stands for it;
+    # before "tiny", "small".
     assert params["algorithms"]["allreduce"]["ring"]["huge"] == (2e-6, 1e-10)
+    assert params["algorithms"]["allreduce"]["ring"]["tiny"] == (1e-6, 2e-10)
     assert params["algorithms"]["allreduce"]["tree"] == tuning.DEFAULT_PARAMS["algorithms"]["allreduce"]["tree"]
     path.write_text("not json")
     assert tuning.load_params(version, 4) is None
 
 
-def test_regimes_split_at_the_segment_and_the_cache():
+def test_regimes_split_at_eager_sizes_the_segment_and_the_cache():
+    assert tuning.regime(0) == tuning.regime(tuning.TINY) == "tiny"
+    assert tuning.regime(tuning.TINY + 1) == "small"
     assert tuning.regime(tuning.SPLIT) == "small"
     assert tuning.regime(tuning.SPLIT + 1) == "large"
     assert tuning.regime(tuning.HUGE) == "large"
