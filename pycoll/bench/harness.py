@@ -255,7 +255,7 @@ def run(args) -> int:
                 f"mpi4py {meta['mpi4py']}")
     table.print(f"# dtype {','.join(d.name for d in args.dtypes)}  iters {args.iters}  warmup "
                 f"{args.warmup_iters}  check {args.check}  {meta['date']}")
-    rows, busbws, rounded = [], [], False
+    rows, rounded = [], False
     groups = [args.dtypes] if args.equal_counts else [[d] for d in args.dtypes]
     for op in args.ops:
         spec = SPECS[op]
@@ -292,35 +292,15 @@ def run(args) -> int:
                              for inplace in (False, True) if not inplace or spec.has_inplace]
                     results = measure_all(spec, benches, cases, comm, native, MPI, args)
                     for dtype in dtypes:
-                        actual = benches[dtype.name][2]
-                        measured_native = {}
-                        for algorithm in algorithms:
-                            cells = []
-                            for inplace in (False, True):
-                                if inplace and not spec.has_inplace:
-                                    cells.append(cell(None))
-                                    continue
-                                m = results[(dtype.name, algorithm, inplace)]
-                                if algorithm == "native":
-                                    measured_native[inplace] = m
-                                cells.append(cell(m, measured_native.get(inplace)))
-                                if m is not None:
-                                    t, algbw, busbw, wrong, iters = m
-                                    busbws.append(busbw)
-                                    rows.append({"op": op, "algorithm": algorithm,
-                                                 "dtype": dtype.name, "redop": redop_name,
-                                                 "root": root, "size": actual, "count": count,
-                                                 "inplace": inplace, "time_us": t * 1e6,
-                                                 "algbw": algbw, "busbw": busbw,
-                                                 "wrong": wrong, "iters": iters})
-                            table.row(actual, count, dtype.name, redop_name, root, algorithm,
-                                      cells)
+                        case = {"op": op, "dtype": dtype.name, "redop": redop_name,
+                                "root": root, "size": benches[dtype.name][2], "count": count}
+                        rows += report(table, spec, case, algorithms, results)
     wrong = sum(r["wrong"] for r in rows)
     if rounded:
         table.print("# Sizes that do not divide into whole elements (and, for ops that cut the "
                     "data into p blocks, into p blocks) were rounded down, as nccl-tests does.")
     table.print(f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}")
-    average = sum(busbws) / len(busbws) if busbws else 0.0
+    average = sum(r["busbw"] for r in rows) / len(rows) if rows else 0.0
     table.print(f"# Avg bus bandwidth    : {average:.4f}")
     table.print("#")
     if args.json and rank == 0:
@@ -329,6 +309,31 @@ def run(args) -> int:
     native.Free()
     comm.free()
     return 0 if wrong == 0 else 1
+
+
+def report(table, spec, case: dict, algorithms, results) -> list:
+    """Print one dtype's rows at one size (out of place and in place, each
+    against native's busbw) and return them as JSON rows. case: op, dtype,
+    redop, root, size and count; results: measure_all's."""
+    rows, native = [], {}
+    for algorithm in algorithms:
+        cells = []
+        for inplace in (False, True):
+            if inplace and not spec.has_inplace:
+                cells.append(cell(None))
+                continue
+            m = results[(case["dtype"], algorithm, inplace)]
+            if algorithm == "native":
+                native[inplace] = m
+            cells.append(cell(m, native.get(inplace)))
+            if m is not None:
+                t, algbw, busbw, wrong, iters = m
+                rows.append({**case, "algorithm": algorithm, "inplace": inplace,
+                             "time_us": t * 1e6, "algbw": algbw, "busbw": busbw,
+                             "wrong": wrong, "iters": iters})
+        table.row(case["size"], case["count"], case["dtype"], case["redop"], case["root"],
+                  algorithm, cells)
+    return rows
 
 
 MAX_ITERS = 100_000
