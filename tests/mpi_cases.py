@@ -881,6 +881,26 @@ def group_fusion(run):
             reference = comm.allreduce(flat, algorithm=algo)
             run.check(f"fusion flat {algo} {way}", np.concatenate([c.ravel() for c in copies]),
                       reference)
+    # "split": in one bucket, the small arrays packed and the large ones alone,
+    # in place; bitwise the algorithm on the packed small ones and each large
+    # one's own allreduce
+    rng = np.random.default_rng([r, 11])
+    mixed = [sample("float32", (1 << 20 if k in (3, 9) else 3 + k,), rng) for k in range(12)]
+    for strategy in (None, "split"):
+        fm = FusionManager(comm=comm, strategy=strategy)
+        entries = fm.plan(mixed)
+        assert [(b, w) for b, w, _ in entries] == [
+            ([k for k in range(12) if k not in (3, 9)], "pack"), ([3], "each"), ([9], "each")], entries
+        algo = entries[0][2]
+        copies = [a.copy() for a in mixed]
+        fm.allreduce(copies)
+        small = np.concatenate([a for k, a in enumerate(mixed) if k not in (3, 9)])
+        reference = comm.allreduce(small, algorithm=algo)
+        run.check(f"fusion split {strategy} packed", np.concatenate(
+            [a for k, a in enumerate(copies) if k not in (3, 9)]), reference)
+        for k in (3, 9):
+            run.check(f"fusion split {strategy} alone {k}", copies[k], comm.allreduce(mixed[k]))
+            run.same_everywhere(f"fusion split {strategy} alone {k}", copies[k])
     # the model's choice: many small arrays are packed, a few large ones go unpacked
     # or one by one, and whatever it picks is exact
     fm = FusionManager(comm=comm)
@@ -1003,7 +1023,7 @@ def fusion_layout_cases(run):
     trials, = fm._trials.values()
     assert trials.chosen in trials.candidates and trials.calls == AUTOTUNE_ROUNDS * len(trials.candidates)
     run.same_everywhere("autotune choice", np.frombuffer(repr(fm.plan(ints)).encode(), np.uint8))
-    assert [way for _, way, _ in fm.plan(ints)] == [w for w, _ in trials.chosen]
+    assert fm._buckets(ints, None, None).ways == trials.chosen
     run.count += 1
 
 

@@ -8,7 +8,7 @@
         fm.mark_ready(i)
     fm.wait()                                  # every bucket reduced, in place
 
-Buckets come from buckets.assign_buckets. Each bucket goes out one of three
+Buckets come from buckets.assign_buckets. Each bucket goes out one of four
 ways, whichever the cost model (pycoll/tuning.py) rates fastest for its
 sizes; ``strategy=`` fixes one:
 
@@ -16,6 +16,11 @@ sizes; ``strategy=`` fixes one:
               call, one allreduce of the buffer, unpack in place. Two
               copies of every byte: cheap for small members, whose
               allreduces would each pay the per-call latency.
+    "split"   "pack" for the small members and "each" for the members
+              large enough to run at full bandwidth alone, in place: those
+              the model rates cheaper alone than the copies and bytes they
+              add to the pack (DESIGN.md: copying is fusion's cost).
+              ``plan()`` lists the two parts as a "pack" and "each" entries.
     "pieces"  one allreduce of the members as one vector, where they lie
               (pycoll/_pieces.py): no copy, but every member boundary cuts
               the messages. For buckets of large arrays; needs C-contiguous
@@ -48,7 +53,8 @@ differently.
 
 Every way is exact: a "pack" or "pieces" bucket is bitwise the result of
 its algorithm on the packed vector, an "each" member the result of an
-allreduce of that member alone. ``plan(arrays)`` tells which way each
+allreduce of that member alone, and a "split" bucket is both: its packed
+members' result is the algorithm's on their packed vector. ``plan(arrays)`` tells which way each
 bucket takes. Buffers, PackPlans and the checked arrays are kept, so a
 repeated call with the same arrays allocates nothing and checks little.
 
@@ -81,7 +87,7 @@ from pycoll._kernels.copy import PackPlan, block, concat_copy, split_copy
 from pycoll._pieces import follows, joined_views
 from pycoll.fusion.buckets import assign_buckets
 
-STRATEGIES = ("pack", "pieces", "each")
+STRATEGIES = ("pack", "split", "pieces", "each")
 ORDERS = ("backward", "forward")
 AUTOTUNE_ROUNDS = 3
 
@@ -98,9 +104,11 @@ class FusionManager:
             model's choice for the bucket's size and strategy).
         accumulate: "float32" reduces float16/bfloat16 buckets in float32
             (gradient_fp32_sync).
-        strategy: "pack", "pieces" or "each" for every bucket of more than
-            one array, instead of the model's choice ("pieces" falls back
-            to "pack" where it cannot run).
+        strategy: "pack", "split", "pieces" or "each" for every bucket of
+            more than one array, instead of the model's choice ("pieces"
+            falls back to "pack" where it cannot run; "split" sends alone
+            the members the model would, and is "pack" where there are
+            none).
         autotune: measure the ways on the first blocking allreduce calls
             and keep the fastest (see the module docstring); ignored when
             *strategy* is given.
@@ -177,15 +185,25 @@ class FusionManager:
         last = len(buckets) - 1
         handles = [h for k, b in enumerate(buckets)
                    for h in self._launch(views, b, k, ways[k], layouts[k],
-                                         async_op or (k < last and ways[k + 1][0] == "pack"))]
+                                         async_op or (k < last and ways[k + 1].packs))]
         return FusedHandle(handles, arrays)
 
     def plan(self, arrays, fusion=None, split_indices=None) -> list:
         """How allreduce(arrays, ...) would send them: one (array indices,
-        strategy, algorithm) per bucket, in the order they go out. Collective
-        for a list of arrays of new shapes (Note [Same layout everywhere])."""
+        strategy, algorithm) per bucket, in the order they go out; a "split"
+        bucket as its packed part, ("pack", algorithm), then each member
+        sent alone, ([i], "each", None). Collective for a list of arrays of
+        new shapes (Note [Same layout everywhere])."""
         planned = self._buckets(list(arrays), fusion, split_indices)
-        return [(list(b), *way) for b, way in zip(planned.buckets, planned.ways)]
+        entries = []
+        for b, way in zip(planned.buckets, planned.ways):
+            if way.strategy != "split":
+                entries.append((list(b), way.strategy, way.algorithm))
+                continue
+            entries.append(([i for j, i in enumerate(b) if j not in way.alone], "pack",
+                            way.algorithm))
+            entries += [([b[j]], "each", None) for j in way.alone]
+        return entries
 
     def _check(self, arrays) -> list:
         """Each array as a writable numpy array of a dtype the op accepts;
@@ -269,23 +287,27 @@ class FusionManager:
             at += n
         return layouts
 
-    def _way(self, members: list, layout) -> tuple:
-        """(strategy, algorithm) of one bucket: the cheapest by the cost
-        model, or the manager's fixed strategy."""
+    def _way(self, members: list, layout) -> "Way":
+        """How one bucket goes out: the cheapest way by the cost model, or
+        the manager's fixed strategy."""
         if len(members) == 1:
-            return "each", None
+            return Way("each", None)
         costs = self.costs(members, layout)
         if self.strategy is not None:
             chosen = self.strategy if self.strategy in costs else "pack"
         else:
             chosen = min(costs, key=lambda k: costs[k][0])
-        return chosen, costs[chosen][1]
+        return costs[chosen][1]
 
     def costs(self, members: list, layout) -> dict:
-        """The model's (seconds, algorithm) of each way that can send this
-        bucket of arrays, given its agreed *layout* (_agree; None: it cannot
-        go unpacked). The algorithm of "each" is None: every member's own
-        "auto". Depends only on what every rank shares."""
+        """The model's (seconds, Way) of each way that can send this bucket
+        of arrays, given its agreed *layout* (_agree; None: it cannot go
+        unpacked). The algorithm of "each" is None: every member's own
+        "auto". "split" is there when some members but not all (nor all but
+        one) are cheaper alone: alone, a member of k bytes costs its own
+        call and allreduce; packed, its two copies and k bytes more of the
+        bucket's allreduce (at the bucket's seconds per byte). Depends only
+        on what every rank shares."""
         c = self.comm
         dtype = dtype_of(members[0].dtype)
         widen = api._work_dtype(dtype, self.accumulate).itemsize // dtype.itemsize
@@ -303,40 +325,51 @@ class FusionManager:
             # on data as cold as the whole bucket's (tuning.modelled_time).
             return call + tuning.modelled_time("allreduce", best(k)[0], k, c.size, params,
                                                dtype.name, footprint=n)
-        algorithm, t = best(n)
-        costs = {"pack": (call + t + 2 * n * params.get("pack_beta", tuning.PACK_BETA), algorithm),
-                 "each": (sum(alone(k) for k in sizes), None)}
+        def packed(nbytes):
+            algorithm, t = best(nbytes)
+            return call + t + 2 * nbytes * pack_beta, algorithm
+
+        pack_beta = params.get("pack_beta", tuning.PACK_BETA)
+        seconds, algorithm = packed(n)
+        singles = [alone(k) for k in sizes]
+        costs = {"pack": (seconds, Way("pack", algorithm)),
+                 "each": (sum(singles), Way("each", None))}
+        per_byte = seconds / n if n else 0.0
+        go = tuple(j for j, (k, t) in enumerate(zip(sizes, singles)) if t < k * per_byte)
+        rest = n - sum(sizes[j] for j in go)
+        if go and len(go) < len(sizes) - 1:
+            seconds, algorithm = packed(rest)
+            costs["split"] = (seconds + sum(singles[j] for j in go), Way("split", algorithm, go))
         if layout is not None:
             algorithm, t = best(n, pieces=True)
             if algorithm is not None:
                 pieces = 1 + layout.count(False)
                 costs["pieces"] = (call + t + pieces * params.get("piece_alpha", tuning.PIECE_ALPHA),
-                                   algorithm)
+                                   Way("pieces", algorithm))
         return costs
 
     def _candidates(self, planned) -> list:
         """The plans autotune tries: the model's, then every bucket of more
-        than one array at each strategy (where "pieces" cannot run, "pack");
-        each plan once."""
+        than one array at each strategy (where "pieces" or "split" cannot
+        run, "pack"); each plan once."""
         views, ways = planned.views, planned.ways
         plans = [list(ways)]
         costs = [self.costs([views[i] for i in b], layout) if len(b) > 1 else None
                  for b, layout in zip(planned.buckets, planned.layouts)]
         for strategy in STRATEGIES:
-            plan = [way if c is None else
-                    (strategy, c[strategy][1]) if strategy in c else ("pack", c["pack"][1])
+            plan = [way if c is None else c[strategy if strategy in c else "pack"][1]
                     for way, c in zip(ways, costs)]
             if plan not in plans:
                 plans.append(plan)
         return plans
 
-    def _launch(self, views, bucket: list, slot: int, way: tuple, layout,
+    def _launch(self, views, bucket: list, slot: int, way: "Way", layout,
                 async_op: bool = True) -> list:
         """Issue one bucket *way*'s way: queued (*async_op*) or on this
         thread in its turn. Packing happens here, on the caller's thread,
         while earlier buckets are on the wire. Returns Handles."""
         members = [views[i] for i in bucket]
-        strategy, algorithm = way
+        strategy, algorithm, alone = way
         c = self.comm
 
         def issue(run):
@@ -345,11 +378,11 @@ class FusionManager:
             handle = Handle("fused allreduce")
             handle._finish(c._progress.call(run, "fused allreduce", False))
             return handle
+        def each(arrays):
+            for a in arrays:
+                c.allreduce(a, self.op, self.algorithm, out=a, accumulate=self.accumulate)
         if strategy == "each":
-            def each():
-                for a in members:
-                    c.allreduce(a, self.op, self.algorithm, out=a, accumulate=self.accumulate)
-            return [issue(each)]
+            return [issue(lambda: each(members))]
         if strategy == "pieces":
             dtype = dtype_of(members[0].dtype)
             pieces = joined_views(members, layout)
@@ -364,13 +397,17 @@ class FusionManager:
             pieces = _cut(buf, members, layout)
             return [issue(lambda: (api._fused_allreduce(c, pieces, dtype, self.op, algorithm),
                                    plan.unpack(buf)))]
+        singles = [members[j] for j in alone]
+        if alone:
+            members = [a for j, a in enumerate(members) if j not in alone]
         plan = self._pack_plan(("allreduce", slot), members)
         dtype = members[0].dtype
         buf = self._buffer(("allreduce", dtype.str, plan.nbytes, slot), plan.nbytes)
         plan.pack(buf)
         flat = buf.view(dtype)
         return [issue(lambda: (c.allreduce(flat, self.op, algorithm, out=flat,
-                                           accumulate=self.accumulate), plan.unpack(buf)))]
+                                           accumulate=self.accumulate), plan.unpack(buf),
+                               each(singles)))]
 
     def _pack_plan(self, key, members) -> PackPlan:
         """The PackPlan of these arrays: kept while the same arrays come back."""
@@ -523,10 +560,23 @@ class FusionManager:
 REMEMBERED = 64
 
 
+class Way(NamedTuple):
+    """How one bucket goes out: its strategy, the algorithm of its one
+    allreduce (None for "each": every member's own "auto") and, for
+    "split", the positions in the bucket of the members sent alone."""
+    strategy: str
+    algorithm: str | None
+    alone: tuple = ()
+
+    @property
+    def packs(self) -> bool:
+        return self.strategy in ("pack", "split")
+
+
 class _Planned(NamedTuple):
     """How one list of arrays goes out: their numpy views, buckets, each
-    bucket's (strategy, algorithm) and agreed layout, and the signature
-    (fusion, split indices, shapes and dtypes) every rank shares."""
+    bucket's Way and agreed layout, and the signature (fusion, split
+    indices, shapes and dtypes) every rank shares."""
     views: list
     buckets: list
     ways: list
