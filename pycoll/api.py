@@ -249,7 +249,12 @@ class Plan:
             t.send = t.data = t.out = None          # hold no caller memory
 
 
-PLAN_CACHE = 256
+# Call signatures whose Plans (and lanes) a communicator keeps; at the
+# limit it forgets them all. A Plan borrows the communicator's scratch, so
+# it is small. A model's worth of distinct shapes must fit: with 256, one
+# allreduce per array over 1,000 arrays of distinct sizes rebuilt a Plan on
+# every call (28 us a call at p = 2 against 8.7 us for one size).
+PLAN_CACHE = 4096
 
 
 def _lane(comm, args: CollArgs, module, segment: int):

@@ -901,6 +901,11 @@ def group_fusion(run):
         for k in (3, 9):
             run.check(f"fusion split {strategy} alone {k}", copies[k], comm.allreduce(mixed[k]))
             run.same_everywhere(f"fusion split {strategy} alone {k}", copies[k])
+    # one allreduce per array of many distinct sizes: every Plan stays cached
+    plans = len(comm._plans)
+    for n in range(1, 301):
+        comm.allreduce(np.ones(n, np.float32))
+    assert len(comm._plans) >= plans + 300, (plans, len(comm._plans))
     # the model's choice: many small arrays are packed, a few large ones go unpacked
     # or one by one, and whatever it picks is exact
     fm = FusionManager(comm=comm)

@@ -15,7 +15,7 @@ def test_async_collectives(p):
 @pytest.mark.parametrize("p", [1, 2, 3, 5, 8])
 def test_fusion_manager(p):
     """Fused results equal unfused ones (bitwise); ids, split indices, caps,
-    every strategy (pack, pieces, each); accumulate; data-parallel mark_ready in different
+    every strategy (pack, split, pieces, each); accumulate; data-parallel mark_ready in different
     orders per rank; fused reduce_scatter/allgather; bad input."""
     run_ranks(p, "fusion")
 

@@ -303,11 +303,11 @@ class FusionManager:
         """The model's (seconds, Way) of each way that can send this bucket
         of arrays, given its agreed *layout* (_agree; None: it cannot go
         unpacked). The algorithm of "each" is None: every member's own
-        "auto". "split" is there when some members but not all (nor all but
-        one) are cheaper alone: alone, a member of k bytes costs its own
-        call and allreduce; packed, its two copies and k bytes more of the
-        bucket's allreduce (at the bucket's seconds per byte). Depends only
-        on what every rank shares."""
+        "auto". "split" is there when some members are cheaper alone and at
+        least two non-empty ones are not: alone, a member of k bytes costs
+        its own call and allreduce; packed, its two copies and k bytes more
+        of the bucket's allreduce (at the bucket's seconds per byte).
+        Depends only on what every rank shares."""
         c = self.comm
         dtype = dtype_of(members[0].dtype)
         widen = api._work_dtype(dtype, self.accumulate).itemsize // dtype.itemsize
@@ -336,9 +336,9 @@ class FusionManager:
                  "each": (sum(singles), Way("each", None))}
         per_byte = seconds / n if n else 0.0
         go = tuple(j for j, (k, t) in enumerate(zip(sizes, singles)) if t < k * per_byte)
-        rest = n - sum(sizes[j] for j in go)
-        if go and len(go) < len(sizes) - 1:
-            seconds, algorithm = packed(rest)
+        packing = sum(1 for j, k in enumerate(sizes) if k and j not in go)
+        if go and packing > 1:
+            seconds, algorithm = packed(n - sum(sizes[j] for j in go))
             costs["split"] = (seconds + sum(singles[j] for j in go), Way("split", algorithm, go))
         if layout is not None:
             algorithm, t = best(n, pieces=True)
