@@ -77,7 +77,8 @@ def main() -> int:
         variants["flat, 4 KiB"] = lambda: comm.allreduce(paged, out=paged)
     t = rounds(variants, world, args.repeat)
     if comm.rank == 0:
-        print(f"p = {comm.size}, {MPI.Get_library_version().splitlines()[0]}; ms, medians of "
+        library = " ".join(MPI.Get_library_version().split()[:3]).rstrip(",")
+        print(f"p = {comm.size}, {library}; ms, medians of "
               f"{args.repeat} rounds")
         for name, seconds in t.items():
             print(f"  {name:16s} {seconds * 1e3:7.1f}   {seconds / t['flat']:.2f}x flat")
