@@ -20,7 +20,8 @@ sizes; ``strategy=`` fixes one:
               large enough to run at full bandwidth alone, in place: those
               the model rates cheaper alone than the copies and bytes they
               add to the pack (DESIGN.md: copying is fusion's cost).
-              ``plan()`` lists the two parts as a "pack" and "each" entries.
+              ``plan()`` lists the two parts: one "pack" entry, then one
+              "each" entry per member sent alone.
     "pieces"  one allreduce of the members as one vector, where they lie
               (pycoll/_pieces.py): no copy, but every member boundary cuts
               the messages. For buckets of large arrays; needs C-contiguous
@@ -54,8 +55,8 @@ differently.
 Every way is exact: a "pack" or "pieces" bucket is bitwise the result of
 its algorithm on the packed vector, an "each" member the result of an
 allreduce of that member alone, and a "split" bucket is both: its packed
-members' result is the algorithm's on their packed vector. ``plan(arrays)`` tells which way each
-bucket takes. Buffers, PackPlans and the checked arrays are kept, so a
+members' result is the algorithm's on their packed vector. ``plan(arrays)``
+tells which way each bucket takes. Buffers, PackPlans and the checked arrays are kept, so a
 repeated call with the same arrays allocates nothing and checks little.
 
 Buckets run as collectives of the communicator's progress thread (Note
