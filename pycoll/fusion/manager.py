@@ -201,9 +201,9 @@ class FusionManager:
             if way.strategy != "split":
                 entries.append((list(b), way.strategy, way.algorithm))
                 continue
-            entries.append(([i for j, i in enumerate(b) if j not in way.alone], "pack",
-                            way.algorithm))
-            entries += [([b[j]], "each", None) for j in way.alone]
+            packed, alone = way.parts(list(b))
+            entries.append((packed, "pack", way.algorithm))
+            entries += [([i], "each", None) for i in alone]
         return entries
 
     def _check(self, arrays) -> list:
@@ -370,7 +370,7 @@ class FusionManager:
         thread in its turn. Packing happens here, on the caller's thread,
         while earlier buckets are on the wire. Returns Handles."""
         members = [views[i] for i in bucket]
-        strategy, algorithm, alone = way
+        strategy, algorithm, _ = way
         c = self.comm
 
         def issue(run):
@@ -379,6 +379,7 @@ class FusionManager:
             handle = Handle("fused allreduce")
             handle._finish(c._progress.call(run, "fused allreduce", False))
             return handle
+
         def each(arrays):
             for a in arrays:
                 c.allreduce(a, self.op, self.algorithm, out=a, accumulate=self.accumulate)
@@ -398,9 +399,7 @@ class FusionManager:
             pieces = _cut(buf, members, layout)
             return [issue(lambda: (api._fused_allreduce(c, pieces, dtype, self.op, algorithm),
                                    plan.unpack(buf)))]
-        singles = [members[j] for j in alone]
-        if alone:
-            members = [a for j, a in enumerate(members) if j not in alone]
+        members, singles = way.parts(members)
         plan = self._pack_plan(("allreduce", slot), members)
         dtype = members[0].dtype
         buf = self._buffer(("allreduce", dtype.str, plan.nbytes, slot), plan.nbytes)
@@ -572,6 +571,12 @@ class Way(NamedTuple):
     @property
     def packs(self) -> bool:
         return self.strategy in ("pack", "split")
+
+    def parts(self, items: list) -> tuple:
+        """A bucket's *items* (members or their indices) as (those packed,
+        those sent alone): all packed, but for "split"."""
+        return ([x for j, x in enumerate(items) if j not in self.alone],
+                [items[j] for j in self.alone])
 
 
 class _Planned(NamedTuple):
