@@ -711,8 +711,9 @@ def broadcast(x, root=0, comm=None, algorithm="auto", async_op=False, timeout=No
         y = pycoll.broadcast(x, root=0)            # both:   [0, 1, 2]
 
     The root sends a small header (dtype and shape) first, so ranks with
-    x=None know what to allocate; a bad input on the root raises the same
-    error on every rank. A rank whose own x does not match the root's (or is
+    x=None know what to allocate; a bad input on the root (read-only
+    included: broadcast is in place on every rank) raises the same error on
+    every rank. A rank whose own x does not match the root's (or is
     read-only) still takes part, then raises.
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
@@ -727,7 +728,7 @@ def _broadcast(c, x, root, algorithm, async_op, timeout):
     def prepare():
         r = _check_root(root, c.size)
         alg = _check_algorithm("broadcast", algorithm)
-        header, msg = _root_header(x) if c.rank == r else (None, None)
+        header, msg = _root_header(x, lambda m: _writable(x)) if c.rank == r else (None, None)
 
         def run(deadline):
             if c.rank == r:
@@ -738,6 +739,13 @@ def _broadcast(c, x, root, algorithm, async_op, timeout):
             return _broadcast_receive(c, x, r, alg, dtype, shape, deadline)
         return {"collective": "broadcast", "root": r, "algorithm": alg}, run
     return _call(c, "broadcast", async_op, timeout, prepare)
+
+
+def _writable(x) -> None:
+    """The root's x of a broadcast: in place on every rank (DESIGN.md), so
+    writable on the root too."""
+    if not _message.as_array(x).flags.writeable:
+        raise ValueError("x is read-only; broadcast is in place on every rank, the root's x included")
 
 
 def _broadcast_receive(c, x, r, alg, dtype, shape, deadline):
@@ -804,7 +812,7 @@ def _broadcast_lane(c, x, root, algorithm):
         return None
     lane = _cached_lane(c, ("broadcast-lane", x.dtype, x.shape, root, algorithm),
                         lambda: _make_broadcast_lane(c, x, root, algorithm))
-    if lane is None or (c.rank != root and not x.flags.writeable):
+    if lane is None or not x.flags.writeable:
         return None
     transport, data = c.transport, x.reshape(-1).view(np.uint8)
     c._live()

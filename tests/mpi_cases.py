@@ -755,13 +755,18 @@ def broadcast_lane_cases(run):
         else:
             comm.broadcast(x, root=0)
             run.check("broadcast lane beside a mismatch", x, np.array([1.0, 2, 3]))
-    # Read-only x on a receiver: refused, after taking part; fine on the root.
+    # Read-only x on a receiver: refused, after taking part. On the root:
+    # refused on every rank through the header (broadcast is in place on
+    # every rank, DESIGN.md), the receivers' buffers untouched.
     ro = np.arange(3.0)
     ro.setflags(write=False)
     if r == 0:
-        comm.broadcast(ro, root=0)
+        comm.broadcast(np.arange(3.0), root=0)
     else:
         expect(ValueError, "read-only", comm.broadcast, ro, 0)
+    mine = np.full(3, -1.0)
+    expect(ValueError, "x is read-only", comm.broadcast, ro if r == p - 1 else mine, p - 1)
+    assert (mine == -1).all(), "a receiver's x was written after the root's error"
     lanes = sum(1 for k, v in comm._plans.items() if k[0] == "broadcast-lane" and v is not None)
     assert (lanes > 0) == (comm.transport is not None), (lanes, comm.transport_info)
     pipeline = comm._plans.get(("broadcast-lane", np.dtype(np.float64), (5, 2), p - 1, "pipeline"))
