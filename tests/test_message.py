@@ -61,6 +61,28 @@ def test_buffer_protocol_and_array_interface():
     assert np.shares_memory(msg.array, x)
 
 
+class DLPackOnly:
+    """An array that offers nothing but DLPack (as JAX's CPU arrays do)."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, **kwargs):
+        return self._a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_dlpack_input_and_out_are_zero_copy():
+    x = base()
+    msg = _message.message(DLPackOnly(x))
+    assert np.shares_memory(msg.array, x) and msg.dtype.name == "float32"
+    out = np.zeros((4, 6), np.float32)
+    msg = _message.output(DLPackOnly(out), (4, 6), F32)
+    assert np.shares_memory(msg.array, out) and msg.writeback is None
+
+
 def test_subclass_becomes_plain_ndarray():
     m = np.ma.masked_array(base())
     assert type(_message.message(m).array) is np.ndarray
