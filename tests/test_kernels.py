@@ -17,7 +17,7 @@ LENGTHS = [0, 1, 7, 1000, (1 << 20) + 3]
 
 def _available_isas():
     """The level the CPU runs and every level below it."""
-    levels = ["avx512", "avx2", "baseline"]
+    levels = ["avx512bf16", "avx512", "avx2", "baseline"]
     return levels[levels.index(kreduce.half_isa()):]
 
 

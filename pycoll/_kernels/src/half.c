@@ -352,14 +352,90 @@ static void binary_avx512(int fmt, int op, uint16_t *out, const uint16_t *a,
 
 static const half_impl impl_avx512 = {"avx512", binary_avx512, widen_avx512_generic,
                                       narrow_avx512_generic};
+
+/*
+ * AVX512_BF16: VCVTNE2PS2BF16 rounds 32 float32 values to nearest even in
+ * one instruction, the rounding of f32_to_bf16, except that it reads a
+ * subnormal input as zero and keeps a NaN's payload (f32_to_bf16 and
+ * ml_dtypes give the canonical quiet NaN). A block of 32 whose float32
+ * values hold either (VFPCLASSPS: QNaN, SNaN, denormal) is rounded by
+ * f32_to_bf16 instead, so the bits are those of every other level.
+ * Widening is exact at any level: a 16-bit shift.
+ */
+#define BF16_SPECIAL 0xA1
+
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
+static inline __m512 bf16_widen16(const uint16_t *p)
+{
+    __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
+static inline void bf16_round_store32(uint16_t *p, __m512 lo, __m512 hi)
+{
+    if (_mm512_fpclass_ps_mask(lo, BF16_SPECIAL) | _mm512_fpclass_ps_mask(hi, BF16_SPECIAL)) {
+        float f[32];
+        _mm512_storeu_ps(f, lo);
+        _mm512_storeu_ps(f + 16, hi);
+        for (int j = 0; j < 32; j++)
+            p[j] = f32_to_bf16(f[j]);
+        return;
+    }
+    _mm512_storeu_si512(p, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
+static void binary_avx512bf16(int fmt, int op, uint16_t *out, const uint16_t *a,
+                              const uint16_t *b, float s, size_t n)
+{
+    if (fmt != PYCOLL_BFLOAT16) {
+        binary_avx512_generic(fmt, op, out, a, b, s, n);
+        return;
+    }
+    const __m512 vs = _mm512_set1_ps(s);
+    uint16_t ta[32] = {0}, tb[32] = {0}, to[32];
+    for (size_t i = 0; i < n; i += 32) {
+        size_t k = n - i < 32 ? n - i : 32;
+        const uint16_t *pa = a + i, *pb = b + i;
+        uint16_t *po = out + i;
+        if (k < 32) {
+            memcpy(ta, pa, k * 2);
+            if (op != HALF_DIV)
+                memcpy(tb, pb, k * 2);
+            pa = ta, pb = tb, po = to;
+        }
+        __m512 lo = bf16_apply(op, bf16_widen16(pa), bf16_widen16(pb), vs);
+        __m512 hi = bf16_apply(op, bf16_widen16(pa + 16), bf16_widen16(pb + 16), vs);
+        bf16_round_store32(po, lo, hi);
+        if (k < 32)
+            memcpy(out + i, to, k * 2);
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
+static void narrow_avx512bf16(int fmt, uint16_t *out, const float *x, size_t n)
+{
+    size_t i = 0;
+    if (fmt == PYCOLL_BFLOAT16)
+        for (; i + 32 <= n; i += 32)
+            bf16_round_store32(out + i, _mm512_loadu_ps(x + i), _mm512_loadu_ps(x + i + 16));
+    narrow_avx512_generic(fmt, out + i, x + i, n - i);
+}
+
+static const half_impl impl_avx512bf16 = {"avx512bf16", binary_avx512bf16, widen_avx512_generic,
+                                          narrow_avx512bf16};
 HALF_VECTOR_IMPL(avx2, "avx2,f16c", 8, __m256, load8, store8,
                  _mm256_add_ps, _mm256_mul_ps, _mm256_div_ps, _mm256_set1_ps)
 
 static const half_impl *detect_impl(void)
 {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
+        if (__builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16"))
+            return &impl_avx512bf16;
         return &impl_avx512;
+    }
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
         return &impl_avx2;
     return &impl_scalar;
@@ -391,7 +467,7 @@ int pycoll_set_half_isa(const char *name)
     const half_impl *best = detect_impl();
     const half_impl *all[] = {
 #ifdef PYCOLL_X86
-        &impl_avx512, &impl_avx2,
+        &impl_avx512bf16, &impl_avx512, &impl_avx2,
 #endif
         &impl_scalar,
     };
