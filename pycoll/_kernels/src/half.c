@@ -312,32 +312,47 @@ static inline __m512 bf16_apply(int op, __m512 x, __m512 y, __m512 s)
          : op == PYCOLL_PROD ? _mm512_mul_ps(x, y) : _mm512_div_ps(x, s);
 }
 
+/* The loop of both AVX-512 bfloat16 levels over blocks of 32 values:
+ * BLOCK(op, out, a, b, vs) computes one; the tail goes through it from
+ * zero-padded copies. */
+#define BF16_BLOCKS(BLOCK, op, out, a, b, s, n)                                    \
+    do {                                                                           \
+        const __m512 vs = _mm512_set1_ps(s);                                       \
+        uint16_t ta[32] = {0}, tb[32] = {0}, to[32];                               \
+        for (size_t i = 0; i < (n); i += 32) {                                     \
+            size_t k = (n) - i < 32 ? (n) - i : 32;                                \
+            const uint16_t *pa = (a) + i, *pb = (b) + i;                           \
+            uint16_t *po = (out) + i;                                              \
+            if (k < 32) {                                                          \
+                memcpy(ta, pa, k * 2);                                             \
+                if ((op) != HALF_DIV)                                              \
+                    memcpy(tb, pb, k * 2);                                         \
+                pa = ta, pb = tb, po = to;                                         \
+            }                                                                      \
+            BLOCK(op, po, pa, pb, vs);                                             \
+            if (k < 32)                                                            \
+                memcpy((out) + i, to, k * 2);                                      \
+        }                                                                          \
+    } while (0)
+
+__attribute__((target("avx512f,avx512bw")))
+static inline void bf16_block_avx512(int op, uint16_t *po, const uint16_t *pa,
+                                     const uint16_t *pb, __m512 vs)
+{
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i x = _mm512_loadu_si512(pa), y = _mm512_loadu_si512(pb);
+    __m512 lo = bf16_apply(op, _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, x)),
+                           _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, y)), vs);
+    __m512 hi = bf16_apply(op, _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, x)),
+                           _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, y)), vs);
+    _mm512_storeu_si512(po, _mm512_packus_epi32(bf16_round32(lo), bf16_round32(hi)));
+}
+
 __attribute__((target("avx512f,avx512bw")))
 static void bf16_binary_avx512(int op, uint16_t *out, const uint16_t *a, const uint16_t *b,
                                float s, size_t n)
 {
-    const __m512i zero = _mm512_setzero_si512();
-    const __m512 vs = _mm512_set1_ps(s);
-    uint16_t ta[32] = {0}, tb[32] = {0}, to[32];
-    for (size_t i = 0; i < n; i += 32) {
-        size_t k = n - i < 32 ? n - i : 32;
-        const uint16_t *pa = a + i, *pb = b + i;
-        uint16_t *po = out + i;
-        if (k < 32) {
-            memcpy(ta, pa, k * 2);
-            if (op != HALF_DIV)
-                memcpy(tb, pb, k * 2);
-            pa = ta, pb = tb, po = to;
-        }
-        __m512i x = _mm512_loadu_si512(pa), y = _mm512_loadu_si512(pb);
-        __m512 lo = bf16_apply(op, _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, x)),
-                               _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, y)), vs);
-        __m512 hi = bf16_apply(op, _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, x)),
-                               _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, y)), vs);
-        _mm512_storeu_si512(po, _mm512_packus_epi32(bf16_round32(lo), bf16_round32(hi)));
-        if (k < 32)
-            memcpy(out + i, to, k * 2);
-    }
+    BF16_BLOCKS(bf16_block_avx512, op, out, a, b, s, n);
 }
 
 __attribute__((target("avx512f,avx512bw")))
@@ -386,31 +401,22 @@ static inline void bf16_round_store32(uint16_t *p, __m512 lo, __m512 hi)
 }
 
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
+static inline void bf16_block_avx512bf16(int op, uint16_t *po, const uint16_t *pa,
+                                         const uint16_t *pb, __m512 vs)
+{
+    __m512 lo = bf16_apply(op, bf16_widen16(pa), bf16_widen16(pb), vs);
+    __m512 hi = bf16_apply(op, bf16_widen16(pa + 16), bf16_widen16(pb + 16), vs);
+    bf16_round_store32(po, lo, hi);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
 static void binary_avx512bf16(int fmt, int op, uint16_t *out, const uint16_t *a,
                               const uint16_t *b, float s, size_t n)
 {
-    if (fmt != PYCOLL_BFLOAT16) {
+    if (fmt == PYCOLL_BFLOAT16)
+        BF16_BLOCKS(bf16_block_avx512bf16, op, out, a, b, s, n);
+    else
         binary_avx512_generic(fmt, op, out, a, b, s, n);
-        return;
-    }
-    const __m512 vs = _mm512_set1_ps(s);
-    uint16_t ta[32] = {0}, tb[32] = {0}, to[32];
-    for (size_t i = 0; i < n; i += 32) {
-        size_t k = n - i < 32 ? n - i : 32;
-        const uint16_t *pa = a + i, *pb = b + i;
-        uint16_t *po = out + i;
-        if (k < 32) {
-            memcpy(ta, pa, k * 2);
-            if (op != HALF_DIV)
-                memcpy(tb, pb, k * 2);
-            pa = ta, pb = tb, po = to;
-        }
-        __m512 lo = bf16_apply(op, bf16_widen16(pa), bf16_widen16(pb), vs);
-        __m512 hi = bf16_apply(op, bf16_widen16(pa + 16), bf16_widen16(pb + 16), vs);
-        bf16_round_store32(po, lo, hi);
-        if (k < 32)
-            memcpy(out + i, to, k * 2);
-    }
 }
 
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
