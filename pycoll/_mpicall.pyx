@@ -26,12 +26,15 @@ itself must agree with mpi4py, or construction raises and pycoll keeps
 mpi4py's calls (Channel, pycoll/_p2p.py). ``PYCOLL_TRANSPORT=mpi4py``
 forces the latter.
 
-``Lane`` is the small-message lane of an allreduce plan: the algorithm's
-schedule (pycoll/algorithms/_schedule.py) interpreted in C, with these calls
-and the reduction kernels, when the whole vector is one message. ``allreduce``
-is the entry every allreduce call tries first; it answers None whenever the
-call is not the plain case (no plan yet, non-contiguous input, an out the
-Python path must check or write back), and the Python path takes the call.
+``Lane`` is the small-message lane of an allreduce or reduce plan: the
+algorithm's schedule (pycoll/algorithms/_schedule.py) interpreted in C, with
+these calls and the reduction kernels, when the whole vector is one message.
+``allreduce`` and ``reduce`` are the entries every such call tries first;
+they answer None (``reduce``: NOT_TAKEN, since None is its result off the
+root) whenever the call is not the plain case (no plan yet, non-contiguous
+input, an out the Python path must check or write back), and the Python
+path takes the call. Either path sends the same messages with the same
+tags, so ranks taking different paths in one call still meet.
 """
 
 from libc.stdint cimport intptr_t, uintptr_t
@@ -220,25 +223,32 @@ cdef enum:
 cdef object ndarray = np.ndarray
 
 
+# What Lane.call answers for a call the Python path must take.
+NOT_TAKEN = object()
+
+
 cdef class Lane:
-    """One allreduce plan, run in C: its schedule, kernel and buffers.
+    """One allreduce or reduce plan, run in C: its schedule, kernel and buffers.
 
     Made by api.Plan when the plan's algorithm has a schedule, the vector is
     one segment, nothing is accumulated in another dtype, and the
-    communicator has a Transport.
+    communicator has a Transport. *gets_result*: this rank ends with the
+    result (every rank of an allreduce, the root of a reduce); elsewhere the
+    partial lives in scratch and the call returns None.
     """
 
     cdef Transport transport
     cdef object base, shape, dtype, scratch
     cdef pycoll_binary_loop loop
     cdef int code, nsteps, divisor
+    cdef bint gets_result
     cdef Py_ssize_t nbytes, count, align
     cdef int kinds[MAX_STEPS]
     cdef int peers[MAX_STEPS]
     cdef int lefts[MAX_STEPS]
 
     def __cinit__(self, base, Transport transport, steps, int op, int code, shape, dtype,
-                  Py_ssize_t nbytes, int divisor):
+                  Py_ssize_t nbytes, int divisor, bint gets_result=True):
         if len(steps) > MAX_STEPS:
             raise ValueError(f"a schedule of {len(steps)} steps is too long for the lane")
         self.loop = loop_for(op, code)
@@ -250,6 +260,7 @@ cdef class Lane:
         self.count = nbytes // itemsize_of(code)
         self.align = 8 if itemsize_of(code) == 16 else itemsize_of(code)
         self.divisor = divisor              # AVG: divide by p; 0: no division
+        self.gets_result = gets_result
         self.nsteps = len(steps)
         for i, step in enumerate(steps):
             self.kinds[i], self.peers[i] = step[0], step[1]
@@ -291,12 +302,19 @@ cdef class Lane:
                 mine = data
             if rc != 0:
                 return rc
-        if mine != data:
+        # As _schedule.execute: a rank whose last step sent keeps no result.
+        if mine != data and not (self.nsteps and self.kinds[self.nsteps - 1] == SEND):
             memcpy(data, mine, self.nbytes)
         return 0
 
     def run(self, x, out):
         """allreduce(x, out=out) in C, or None if the Python path must take it."""
+        result = self.call(x, out)
+        return None if result is NOT_TAKEN else result
+
+    cdef object call(self, x, out):
+        """The call in C: the result (None off a reduce's root), or
+        NOT_TAKEN, with nothing sent, if the Python path must take it."""
         cdef Py_buffer xb, ob, tb
         cdef int rc, tag
         cdef char *xp
@@ -304,34 +322,37 @@ cdef class Lane:
         try:
             PyObject_GetBuffer(x, &xb, PyBUF_SIMPLE)
         except (BufferError, ValueError, TypeError):
-            return None                     # not C-contiguous: the Python path packs it
+            return NOT_TAKEN                # not C-contiguous: the Python path packs it
         try:
             xp = <char *>xb.buf
             if xb.len != self.nbytes or <uintptr_t>xp % self.align:
-                return None
-            if out is None:
-                result = np.empty(self.shape, self.dtype)
+                return NOT_TAKEN
+            if not self.gets_result:
+                result = None               # out is ignored here; the partial lives in scratch
+                data = self.scratch("lane-data", self.nbytes)
+            elif out is None:
+                result = data = np.empty(self.shape, self.dtype)
             elif type(out) is ndarray and out.dtype == self.dtype and out.shape == self.shape:
-                result = out
+                result = data = out
             else:
-                return None
+                return NOT_TAKEN
             try:
-                PyObject_GetBuffer(result, &ob, PyBUF_SIMPLE | PyBUF_WRITABLE)
+                PyObject_GetBuffer(data, &ob, PyBUF_SIMPLE | PyBUF_WRITABLE)
             except (BufferError, ValueError, TypeError):
-                return None                 # read-only or strided out: checked by Python
+                return NOT_TAKEN            # read-only or strided out: checked by Python
             try:
                 op = <char *>ob.buf
                 if op != xp and op < xp + self.nbytes and xp < op + self.nbytes:
-                    return None             # partial overlap: the Python path copies
+                    return NOT_TAKEN        # partial overlap: the Python path copies
                 if <uintptr_t>op % self.align:
-                    return None
+                    return NOT_TAKEN
                 tag = self.base.next_tag()
                 PyObject_GetBuffer(self.scratch("lane", self.nbytes), &tb,
                                    PyBUF_SIMPLE | PyBUF_WRITABLE)
                 try:
                     with nogil:
                         rc = self.execute(xp, op, <char *>tb.buf, tag)
-                        if rc == 0 and self.divisor:
+                        if rc == 0 and self.divisor and self.gets_result:
                             scale_buffer(self.code, op, op, self.divisor, self.count)
                 finally:
                     PyBuffer_Release(&tb)
@@ -339,7 +360,7 @@ cdef class Lane:
                 PyBuffer_Release(&ob)
         finally:
             PyBuffer_Release(&xb)
-        check(rc, "the allreduce lane")
+        check(rc, "the lane")
         return result
 
 
@@ -357,3 +378,17 @@ def allreduce(comm, x, op, algorithm, out, accumulate):
     if lane is None:
         return None
     return (<Lane>lane).run(x, out)
+
+
+def reduce(comm, x, op, root, algorithm, out, accumulate):
+    """The lane of a repeated, plain reduce: the result on the root, None
+    elsewhere; NOT_TAKEN (nothing sent) for any other call."""
+    if type(x) is not ndarray or accumulate is not None or comm._progress._pending:
+        return NOT_TAKEN                    # queued calls first (Note [Issue order])
+    try:
+        plan = comm._plans.get(("reduce", x.dtype, x.shape, op, root, algorithm, None))
+    except TypeError:
+        return NOT_TAKEN
+    if plan is None or plan.lane is None:
+        return NOT_TAKEN
+    return (<Lane>plan.lane).call(x, out)

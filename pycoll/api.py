@@ -105,7 +105,11 @@ class Communicator(CommBase):
 
     def reduce(self, x, op=SUM, root=0, algorithm="auto", out=None, accumulate=None,
                async_op=False, timeout=None):
-        return reduce(x, op, root, self, algorithm, out, accumulate, async_op, timeout)
+        if not async_op and timeout is None and self._lane_ready:
+            result = _mpicall.reduce(self, x, op, root, algorithm, out, accumulate)
+            if result is not _mpicall.NOT_TAKEN:
+                return result
+        return _reduce(self, x, op, root, algorithm, out, accumulate, async_op, timeout)
 
     def gather(self, x, root=0, algorithm="auto", sizes=None, out=None, async_op=False,
                timeout=None):
@@ -258,14 +262,20 @@ PLAN_CACHE = 4096
 
 
 def _lane(comm, args: CollArgs, module, segment: int):
-    """The C lane of an allreduce plan (pycoll/_mpicall.pyx), when the vector
-    is one message of an algorithm written as a schedule; else None."""
-    if (args.collective != "allreduce" or comm.transport is None or args.dtype is not args.result
-            or not 0 < args.n <= segment or not hasattr(module, "schedule")):
+    """The C lane of an allreduce or reduce plan (pycoll/_mpicall.pyx), when
+    the vector is one message of an algorithm written as a schedule; else None."""
+    if (args.collective not in ("allreduce", "reduce") or comm.transport is None
+            or args.dtype is not args.result or not 0 < args.n <= segment
+            or not hasattr(module, "schedule")):
         return None
-    return _mpicall.Lane(comm, comm.transport, module.schedule(comm.size, comm.rank),
-                         args.op.kernel, args.dtype.code, args.shape, args.dtype.numpy, args.n,
-                         comm.size if args.op is Op.AVG else 0)
+    if args.collective == "reduce":
+        steps = module.schedule(comm.size, comm.rank, args.root)
+    else:
+        steps = module.schedule(comm.size, comm.rank)
+    return _mpicall.Lane(comm, comm.transport, steps, args.op.kernel, args.dtype.code,
+                         args.shape, args.dtype.numpy, args.n,
+                         comm.size if args.op is Op.AVG else 0,
+                         args.collective == "allreduce" or comm.rank == args.root)
 
 
 def _plan(c: "Communicator", key: tuple, build) -> Plan:
@@ -881,7 +891,14 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce(x, root=1)                # rank 0: None     rank 1: [3, 6]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    if not async_op and timeout is None and c._lane_ready:
+        result = _mpicall.reduce(c, x, op, root, algorithm, out, accumulate)
+        if result is not _mpicall.NOT_TAKEN:
+            return result
+    return _reduce(c, x, op, root, algorithm, out, accumulate, async_op, timeout)
 
+
+def _reduce(c, x, op, root, algorithm, out, accumulate, async_op=False, timeout=None):
     def prepare():
         xa = _array(x)
         plan = _plan(c, ("reduce", xa.dtype, xa.shape, op, root, algorithm, accumulate),

@@ -649,8 +649,55 @@ def group_lane(run):
     assert (lanes > 0) == expected_lanes, (lanes, comm.transport_info)
     run.count += 1
     broadcast_lane_cases(run)
+    reduce_lane_cases(run)
     overlapped_allgather_cases(run)
     allgather_lane_cases(run)
+
+
+def reduce_lane_cases(run):
+    """The reduce lane (Lane in pycoll/_mpicall.pyx on reduce_binomial's
+    schedule) beside the general path: repeated reduces of every (op,
+    dtype) to several roots; a root that must take the general path (a
+    strided out) while the others take the lane; off the root, out is
+    ignored on either path and the call returns None."""
+    comm, p, r = run.comm, run.p, run.r
+    roots = sorted({0, p - 1, p // 2})
+    for i, (op, dtype) in enumerate(reduction_pairs()):
+        root = roots[i % len(roots)]
+        for repeat in range(3):
+            name = f"reduce lane {op.value} {dtype} root {root} call {repeat}"
+            xs = [rank_data(dtype, (3,), i, seed_of(name), op) for i in range(p)]
+            y = comm.reduce(xs[r], op=op, root=root, algorithm="binomial")
+            if r == root:
+                run.check(name, y, reduce_ranks(op, xs))
+            else:
+                assert y is None, name
+    for root in roots:
+        for algo in ("binomial", "auto"):
+            for repeat in range(4):
+                name = f"reduce lane {algo} root {root} call {repeat}"
+                xs = [rank_data("float64", (5, 2), i, seed_of(name), Op.SUM) for i in range(p)]
+                mine = xs[r].copy()
+                if repeat == 2 and r == root:       # the general path: a strided out, written back
+                    target = np.zeros((10, 2))
+                    y = comm.reduce(mine, root=root, algorithm=algo, out=target[::2])
+                    assert not target[1::2].any(), name
+                elif repeat == 3 and r == root:     # in place
+                    y = comm.reduce(mine, root=root, algorithm=algo, out=mine)
+                    assert y is mine, name
+                else:                               # off the root a useless out is ignored
+                    out = None if r == root else np.empty(1, np.int8)
+                    y = comm.reduce(mine, root=root, algorithm=algo, out=out)
+                if r == root:
+                    run.check(name, y, reduce_ranks(Op.SUM, xs))
+                else:
+                    assert y is None, name
+                    assert np.array_equal(mine, xs[r]), f"{name}: x changed off the root"
+    lanes = sum(1 for k, v in comm._plans.items() if k[0] == "reduce" and v.lane is not None)
+    assert (lanes > 0) == (comm.transport is not None), (lanes, comm.transport_info)
+    y = comm.allreduce(np.array([r + 1.0]))
+    run.check("reduce lane: tags agree after", y, np.array([p * (p + 1) / 2]))
+    run.count += 1
 
 
 def overlapped_allgather_cases(run):

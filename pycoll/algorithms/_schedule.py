@@ -11,7 +11,8 @@ algorithm is written as its schedule for (p, rank): a tuple of steps
 
 where *left* says the received partial is the left operand (Note
 [Bitwise-identical results] in _p2p.py). The partial starts as the rank's
-input (``send``) and lives in ``data`` from its first reduction or receipt.
+input (``send``) and lives in ``data`` from its first reduction or receipt;
+a rank whose last step is a SEND (off a reduce's root) ends with no result.
 
 Two interpreters run a schedule: ``execute`` below with the Channel's
 segmented primitives, at any size; and pycoll/_mpicall.pyx, in C, when the
@@ -55,5 +56,7 @@ def execute(t, steps) -> None:
             else:
                 ch.reduce(data, mine, into)
             mine = data
-    if mine is not data:                    # nothing arrived: p == 1
+    # A rank whose last step sent its partial on (off a reduce's root)
+    # keeps no result; otherwise nothing arrived (p == 1).
+    if mine is not data and not (steps and steps[-1][0] == SEND):
         data[:] = mine

@@ -11,7 +11,8 @@ Written as a schedule (_schedule.py).
 """
 import functools
 
-from pycoll.algorithms._schedule import RECV, RECV_REDUCE, SEND, execute
+from pycoll.algorithms import reduce_binomial
+from pycoll.algorithms._schedule import RECV, SEND, execute
 from pycoll.algorithms._shape import log2_ceil
 
 
@@ -29,16 +30,8 @@ def reduce_bytes(n, p):
 
 @functools.cache
 def schedule(p: int, r: int) -> tuple:
-    out = []
     # Binomial reduce to rank 0: children first (own partial on the left).
-    mask = 1
-    while mask < p:
-        if r & mask:
-            out.append((SEND, r - mask))
-            break
-        if r + mask < p:
-            out.append((RECV_REDUCE, r + mask, False))
-        mask <<= 1
+    out = list(reduce_binomial.schedule(p, r, 0))
     # Binomial broadcast from rank 0: from the parent, then to the children.
     mask = 1
     while mask < p and not r & mask:
