@@ -1,6 +1,7 @@
-"""Small-message allreduce time, pycoll against native MPI, in alternating bursts.
+"""Small-message allreduce (or reduce) time, pycoll against native MPI, in
+alternating bursts.
 
-    mpiexec -n 2 python bench/latency.py [--bytes 8] [--rounds 25] [--json FILE]
+    mpiexec -n 2 python bench/latency.py [--collective reduce] [--bytes 8] [--rounds 25] [--json FILE]
 
 At 8 bytes a call takes a microsecond or two and a shared machine's noise
 is larger than the difference being measured, so native and pycoll take
@@ -22,6 +23,7 @@ import pycoll
 
 def main() -> int:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--collective", choices=("allreduce", "reduce"), default="allreduce")
     parser.add_argument("--bytes", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=25)
     parser.add_argument("--calls", type=int, default=2000)
@@ -39,8 +41,12 @@ def main() -> int:
             call()
         return world.allreduce((time.perf_counter() - start) / args.calls, op=MPI.MAX)
 
-    native = lambda: world.Allreduce(x, y)                      # noqa: E731
-    mine = lambda: comm.allreduce(x, out=y)                     # noqa: E731
+    if args.collective == "reduce":
+        native = lambda: world.Reduce(x, y, root=0)             # noqa: E731
+        mine = lambda: comm.reduce(x, root=0, out=y)            # noqa: E731
+    else:
+        native = lambda: world.Allreduce(x, y)                  # noqa: E731
+        mine = lambda: comm.allreduce(x, out=y)                 # noqa: E731
     for _ in range(3):
         burst(native)
         burst(mine)
@@ -50,6 +56,7 @@ def main() -> int:
         times["pycoll"].append(burst(mine))
     ratios = [m / n for n, m in zip(times["native"], times["pycoll"])]
     result = {"mpi": " ".join(MPI.Get_library_version().split()[:3]), "p": comm.size,
+              "collective": args.collective,
               "bytes": x.nbytes, "native_us": statistics.median(times["native"]) * 1e6,
               "pycoll_us": statistics.median(times["pycoll"]) * 1e6,
               "ratio": statistics.median(ratios), "rounds": args.rounds,
