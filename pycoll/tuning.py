@@ -22,7 +22,7 @@ doubling, which moves and reduces the whole vector, costs nearly twice as
 much per byte there as at 4 MiB, the ring a third more). One pair for all of
 that mispredicts. gamma is the reduction kernel's time per byte, measured, not
 fitted: for float32, times the dtype's ``kernel_cost`` (a bfloat16 byte
-costs about 2.7 float32 bytes here). At p = 2 the bytes sent and the bytes
+costs about 2.0 float32 bytes here). At p = 2 the bytes sent and the bytes
 reduced are proportional, so a fit could not tell beta from gamma; the
 kernel benchmark can.
 
