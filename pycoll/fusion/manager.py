@@ -575,7 +575,10 @@ class Way(NamedTuple):
     def parts(self, items: list) -> tuple:
         """A bucket's *items* (members or their indices) as (those packed,
         those sent alone): all packed, but for "split"."""
-        return ([x for j, x in enumerate(items) if j not in self.alone],
+        if not self.alone:
+            return items, []
+        alone = set(self.alone)
+        return ([x for j, x in enumerate(items) if j not in alone],
                 [items[j] for j in self.alone])
 
 
