@@ -1008,6 +1008,265 @@ def _make_allgather_lane(c, x, algorithm):
     return _AllgatherLane(c, plan.args.shape, plan.args.counts)
 
 
+# ---------------------------------------------------------------------------
+# Lanes of gather and scatter: a repeated, plain call of one signature whose
+# every message fits in one segment runs its algorithm's messages as C calls
+# (pycoll/_mpicall.pyx), without the general path's Python (10-25 us of
+# it at 8 B, p = 2). The messages, tags and their order are those of the
+# general path (gather_linear/gather_binomial, scatter_linear/
+# scatter_binomial and the header), so ranks taking either path meet.
+
+
+def _binomial_subtree(rel: int, p: int) -> tuple:
+    """(parent, end, children) of relative rank *rel* in the binomial tree
+    of gather_binomial and scatter_binomial: its parent (relative; None for
+    the root), the end of its subtree [rel, end) and each child's subtree
+    (first, last), smallest first."""
+    mask, children = 1, []
+    while mask < p and not rel & mask:
+        if rel + mask < p:
+            children.append((rel + mask, min(rel + 2 * mask, p)))
+        mask <<= 1
+    return (rel - mask if rel else None), min(rel + mask, p), children
+
+
+class _RootedLane:
+    """The byte spans a gather or scatter moves at this rank, for its
+    plan's algorithm: with *buffer*, this rank's block goes to or comes
+    from buffer[own] and the children's subtrees are buffer[lo:hi] from or
+    to their ranks; *up* is (parent rank, lo, hi) or None at the root; a
+    rank without children sends or receives its block alone. The root's
+    buffer is laid out by rank when *rotate* is 0, else relative to the
+    root (rank order rotated by *rotate* bytes)."""
+
+    __slots__ = ("shape", "total", "own", "up", "children", "rotate")
+
+    def __init__(self, c, plan, shape: tuple):
+        p, r, root, counts = c.size, c.rank, plan.args.root, plan.args.counts
+        self.shape, self.total, self.rotate = shape, sum(counts), 0
+        if plan.algorithm == "linear":
+            displs = blocks_from_counts(counts)
+            lo, n = displs[r]
+            self.own = (lo, lo + n)
+            self.up = None if r == root else (root, lo, lo + n)
+            self.children = [] if r != root else [
+                (i, displs[i][0], displs[i][0] + displs[i][1]) for i in range(p) if i != root]
+            return
+        rel = (r - root) % p
+        blocks = blocks_from_counts([counts[(i + root) % p] for i in range(p)])
+        parent, end, children = _binomial_subtree(rel, p)
+        self.own = (blocks[rel][0], blocks[rel][0] + blocks[rel][1])
+        self.up = None if parent is None else (
+            (parent + root) % p, blocks[rel][0], blocks[end - 1][0] + blocks[end - 1][1])
+        self.children = [((first + root) % p, blocks[first][0],
+                          blocks[last - 1][0] + blocks[last - 1][1]) for first, last in children]
+        if r == root:
+            self.rotate = sum(counts[:root])
+
+    @staticmethod
+    def fits(c, plan) -> bool:
+        """Whether every message is one whole segment's C call: p >= 2,
+        every block non-empty (the general path sends no empty message)
+        and the whole vector within a segment."""
+        counts = plan.args.counts
+        return (c.size >= 2 and min(counts) > 0
+                and sum(counts) <= min(plan.channel.segment, LANE_MAX_BYTES))
+
+    def gather(self, transport, tag: int, x, out, scratch) -> None:
+        """The root's out (bytes) filled with every rank's x, in rank order."""
+        if not self.children:
+            transport.send(x, self.up[0], tag)
+            return
+        buf = out if self.rotate == 0 and self.up is None else scratch
+        lo, hi = self.own
+        buf[lo:hi] = x
+        for rank, lo, hi in self.children:
+            transport.recv(buf[lo:hi], rank, tag)
+        if self.up is not None:
+            dest, lo, hi = self.up
+            transport.send(buf[lo:hi], dest, tag)
+        elif buf is not out:
+            split = self.rotate             # relative order back to rank order
+            tail = self.total - split
+            out[split:] = buf[:tail]
+            out[:split] = buf[tail:]
+
+    def scatter(self, transport, tag: int, x, out, scratch) -> None:
+        """This rank's block of the root's x (bytes; None elsewhere) into out."""
+        if self.up is None:
+            buf = x
+            if self.rotate:
+                split, tail = self.rotate, self.total - self.rotate
+                buf = scratch
+                buf[:tail] = x[split:]
+                buf[tail:] = x[:split]
+        elif not self.children:
+            transport.recv(out, self.up[0], tag)
+            return
+        else:
+            source, lo, hi = self.up
+            buf = scratch
+            transport.recv(buf[lo:hi], source, tag)
+        for rank, lo, hi in reversed(self.children):    # largest subtree first
+            transport.send(buf[lo:hi], rank, tag)
+        lo, hi = self.own
+        out[:] = buf[lo:hi]
+
+
+def _lane_output(out, shape: tuple, dtype, x):
+    """out as the lane's result array, a new one where out is None; None
+    where the general path must take the call (it checks out, writes back
+    a copy, or handles an out that overlaps x)."""
+    if out is None:
+        return np.empty(shape, dtype)
+    if type(out) is np.ndarray and out.dtype == dtype and out.shape == shape:
+        flags = out.flags                   # a new object on every access: read it once
+        if flags.writeable and flags.c_contiguous and flags.aligned \
+                and (x is None or not np.may_share_memory(out, x)):
+            return out
+    return None
+
+
+def _gather_lane(c, x, root, algorithm, out):
+    """Run a plain gather of a numpy array on its lane: the root's result
+    or None elsewhere; NOT_TAKEN (and nothing sent) for any call the lane
+    does not take."""
+    if type(x) is not np.ndarray or c.transport is None or c._progress._pending:
+        return _mpicall.NOT_TAKEN
+    lane = _cached_lane(c, ("gather-lane", x.dtype, x.shape, root, algorithm),
+                        lambda: _make_gather_lane(c, x, root, algorithm))
+    if lane is None:
+        return _mpicall.NOT_TAKEN
+    flags = x.flags
+    if not (flags.c_contiguous and flags.aligned):
+        return _mpicall.NOT_TAKEN
+    result = None
+    if lane.up is None:
+        result = _lane_output(out, lane.shape, x.dtype, x)
+        if result is None:
+            return _mpicall.NOT_TAKEN
+    c._live()
+    scratch = c.scratch("work", lane.total) if lane.children else None
+    lane.gather(c.transport, c.next_tag(), x.reshape(-1).view(np.uint8),
+                None if result is None else result.reshape(-1).view(np.uint8), scratch)
+    return result
+
+
+def _make_gather_lane(c, x, root, algorithm):
+    """The lane of this signature, or None when the call must take the
+    general path (which also reports whatever is wrong with it)."""
+    try:
+        r = _check_root(root, c.size)
+        plan = _plan(c, ("gather", x.dtype, x.shape, root, algorithm, None),
+                     lambda: _gather_args("gather", c, x, algorithm, None, root=r))
+    except (TypeError, ValueError):
+        return None
+    if r != root or x.dtype != plan.args.dtype.numpy or not _RootedLane.fits(c, plan):
+        return None
+    return _RootedLane(c, plan, plan.args.shape)
+
+
+class _ScatterHeader:
+    """A non-root's part of a scatter's header on the lane: its edges in the
+    header's binomial tree and the word it receives."""
+
+    __slots__ = ("parent", "children", "word")
+
+    def __init__(self, c, root: int):
+        self.parent, self.children = binomial_edges(root, c.rank, c.size)
+        self.word = np.zeros(8, np.int64)
+
+
+def _scatter_lane(c, x, root, algorithm, out):
+    """Run a plain scatter on its lane: the root's x a numpy array whose
+    header is the short word and whose messages each fit in a segment.
+    None (and nothing sent) for any call the lane does not take; a
+    non-root that finds, from the header, that its lane does not fit the
+    call continues on the general path."""
+    if c.transport is None or c._progress._pending:
+        return None
+    transport = c.transport
+    if c.rank == root:
+        if type(x) is not np.ndarray:
+            return None
+        lane = _cached_lane(c, ("scatter-lane-root", x.dtype, x.shape, root, algorithm),
+                            lambda: _make_scatter_root(c, x, root, algorithm))
+        flags = x.flags
+        if lane is None or not (flags.c_contiguous and flags.aligned):
+            return None
+        word, data = lane
+        result = _lane_output(out, data.shape, x.dtype, x)
+        if result is None:
+            return None
+        c._live()
+        header_tag = c.next_tag()
+        for child in binomial_edges(root, c.rank, c.size)[1]:
+            transport.send(word, child, header_tag)
+        data.scatter(transport, c.next_tag(), x.reshape(-1).view(np.uint8),
+                     result.reshape(-1).view(np.uint8),
+                     c.scratch("work", data.total) if data.rotate else None)
+        return result
+    header = _cached_lane(c, ("scatter-header", root, algorithm),
+                          lambda: _make_scatter_header(c, root, algorithm))
+    if header is None:
+        return None
+    c._live()
+    word = header.word
+    header_tag = c.next_tag()
+    transport.recv(word, header.parent, header_tag)
+    for child in header.children:
+        transport.send(word, child, header_tag)
+    if word[0] == HEADER_OK:
+        lane = _cached_lane(c, ("scatter-lane", root, algorithm, word.tobytes()),
+                            lambda: _make_scatter_data(c, word, root, algorithm))
+        if lane is not None:
+            dtype = BY_CODE[int(word[1])].numpy
+            result = _lane_output(out, lane.shape, dtype, None)
+            if result is not None:
+                lane.scatter(transport, c.next_tag(), None, result.reshape(-1).view(np.uint8),
+                             c.scratch("work", lane.total) if lane.children else None)
+                return result
+    # The general path from the header on (an error the root sends, a
+    # signature without a lane, an out the lane does not take).
+    dtype, shape = _read_header(c, root, None, word)
+    return _scatter_data(c, root, algorithm, dtype, shape, None, out, None)
+
+
+def _make_scatter_header(c, root, algorithm):
+    try:
+        r = _check_root(root, c.size)
+        _check_algorithm("scatter", algorithm)
+    except (TypeError, ValueError):
+        return None
+    return _ScatterHeader(c, r) if r == root else None
+
+
+def _make_scatter_data(c, word, root, algorithm):
+    """The data lane of the signature a header word names, or None."""
+    dtype, shape = _read_header(c, root, None, word)
+    plan = _plan(c, ("scatter", dtype.name, shape, root, algorithm),
+                 lambda: _scatter_args(c, dtype, shape, root, algorithm))
+    return _RootedLane(c, plan, plan.args.shape) if _RootedLane.fits(c, plan) else None
+
+
+def _make_scatter_root(c, x, root, algorithm):
+    """The root's (header word, data lane), or None when the call must take
+    the general path (which also reports whatever is wrong with it)."""
+    try:
+        r = _check_root(root, c.size)
+        alg = _check_algorithm("scatter", algorithm)
+        dtype = dtype_of(x.dtype, "x")
+    except (TypeError, ValueError):
+        return None
+    if r != root or x.dtype != dtype.numpy or not 1 <= x.ndim <= SHORT_DIMS:
+        return None
+    plan = _plan(c, ("scatter", dtype.name, x.shape, r, alg),
+                 lambda: _scatter_args(c, dtype, x.shape, r, alg))
+    if not _RootedLane.fits(c, plan):
+        return None
+    return _header_word(dtype, x.shape).view(np.uint8), _RootedLane(c, plan, plan.args.shape)
+
+
 def _gather_args(collective: str, c, x: np.ndarray, algorithm, sizes, **more) -> CollArgs:
     """Check a gather's arguments: counts in bytes and the result shape
     (a 0-d x counts as one row)."""
@@ -1064,6 +1323,10 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_o
         pycoll.gather(x, root=0, sizes=[1, 2])          # rank 0: [0, 1, 1]  rank 1: None
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    if not async_op and timeout is None and sizes is None and c._lane_ready:
+        result = _gather_lane(c, x, root, algorithm, out)
+        if result is not _mpicall.NOT_TAKEN:
+            return result
 
     def prepare():
         xa = _array(x)
@@ -1131,6 +1394,10 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, ti
         pycoll.scatter(x, root=0)                 # rank 0: [0, 1, 2]  rank 1: [3, 4]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    if not async_op and timeout is None and c._lane_ready:
+        result = _scatter_lane(c, x, root, algorithm, out)
+        if result is not None:
+            return result
 
     def prepare():
         r = _check_root(root, c.size)
@@ -1141,23 +1408,29 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, ti
 
         def run(deadline):
             dtype, shape = _header(c, r, header, deadline, "scatter")
-            plan = _plan(c, ("scatter", dtype.name, shape, r, alg),
-                         lambda: _scatter_args(c, dtype, shape, r, alg))
-            a = plan.args
-            # A bad out (known only now, from the header) is raised after taking
-            # part, so that no other rank waits for this one forever.
-            problem = None
-            try:
-                result, result_data, writeback = _result(out, a.shape, dtype)
-            except (TypeError, ValueError) as exc:
-                problem = exc
-                result, result_data, writeback = _result(None, a.shape, dtype)
-            plan.run(send=None if msg is None else msg.data, out=result_data, deadline=deadline)
-            if problem is not None:
-                raise problem
-            return _done(result, result_data, writeback, out)
+            return _scatter_data(c, r, alg, dtype, shape, msg, out, deadline)
         return {"collective": "scatter", "root": r, "algorithm": alg}, run
     return _call(c, "scatter", async_op, timeout, prepare)
+
+
+def _scatter_data(c, r, alg, dtype, shape, msg, out, deadline):
+    """A scatter once every rank knows the root's (dtype, shape): the
+    blocks, into out or a new array (*msg* is the root's input)."""
+    plan = _plan(c, ("scatter", dtype.name, shape, r, alg),
+                 lambda: _scatter_args(c, dtype, shape, r, alg))
+    a = plan.args
+    # A bad out (known only now, from the header) is raised after taking
+    # part, so that no other rank waits for this one forever.
+    problem = None
+    try:
+        result, result_data, writeback = _result(out, a.shape, dtype)
+    except (TypeError, ValueError) as exc:
+        problem = exc
+        result, result_data, writeback = _result(None, a.shape, dtype)
+    plan.run(send=None if msg is None else msg.data, out=result_data, deadline=deadline)
+    if problem is not None:
+        raise problem
+    return _done(result, result_data, writeback, out)
 
 
 def _scatter_args(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> CollArgs:

@@ -652,6 +652,119 @@ def group_lane(run):
     reduce_lane_cases(run)
     overlapped_allgather_cases(run)
     allgather_lane_cases(run)
+    gather_lane_cases(run)
+    scatter_lane_cases(run)
+
+
+def gather_lane_cases(run):
+    """The gather lane (pycoll/api.py _RootedLane) beside the general path,
+    for every algorithm and several roots: some ranks pass a strided x, the
+    root a strided out (both the general path) while the others take the
+    lane, and they meet on the same messages; a given out is the result;
+    off the root the call returns None and x is untouched."""
+    comm, p, r = run.comm, run.p, run.r
+    for root in sorted({0, p - 1, p // 2}):
+        for algo in ("linear", "binomial", "auto"):
+            for repeat in range(4):
+                name = f"gather lane {algo} root {root} call {repeat}"
+                xs = [rank_data("float64", (3, 2), i, seed_of(name)) for i in range(p)]
+                want = np.concatenate(xs)
+                if repeat == 1 and r % 2 == 1:      # the general path: a strided x
+                    wide = np.zeros((6, 2))
+                    wide[::2] = xs[r]
+                    mine = wide[::2]
+                else:
+                    mine = xs[r].copy()
+                out = None
+                if r == root and repeat == 2:       # the general path: a strided out, written back
+                    target = np.zeros((2 * len(want), 2))
+                    out = target[::2]
+                elif r == root and repeat == 3:
+                    out = np.empty_like(want)
+                y = comm.gather(mine, root=root, algorithm=algo, out=out)
+                if r == root:
+                    run.check(name, y, want)
+                    if out is not None:
+                        assert y is out, name
+                    if repeat == 2:
+                        assert not target[1::2].any(), name
+                else:
+                    assert y is None, name
+                assert np.array_equal(mine, xs[r]), f"{name}: x changed"
+    for dtype in ("bfloat16", "int8", "complex128", "bool"):
+        name = f"gather lane {dtype}"
+        xs = [rank_data(dtype, (2, 3), i, seed_of(name)) for i in range(p)]
+        for _ in range(2):
+            y = comm.gather(xs[r], root=p - 1)
+            if r == p - 1:
+                run.check(name, y, np.concatenate(xs))
+    for _ in range(2):                              # 0-d inputs: one row each
+        y = comm.gather(np.float64(r), root=0)
+        if r == 0:
+            run.check("gather lane 0-d", y, np.arange(p, dtype=np.float64))
+    lanes = sum(1 for k, v in comm._plans.items() if k[0] == "gather-lane" and v is not None)
+    assert (lanes > 0) == (comm.transport is not None and p > 1), (lanes, comm.transport_info)
+    y = comm.allreduce(np.array([r + 1.0]))
+    run.check("gather lane: tags agree after", y, np.array([p * (p + 1) / 2]))
+    run.count += 1
+
+
+def scatter_lane_cases(run):
+    """The scatter lane (pycoll/api.py _scatter_lane) beside the general
+    path, for every algorithm and several roots, blocks even and uneven:
+    a root that takes the general path (a strided x) while the others
+    wait on the lane; ranks with a strided out (the general path from the
+    header on); a new signature; the root's bad input, raised everywhere;
+    blocks too few to fill every rank (no lane at all)."""
+    comm, p, r = run.comm, run.p, run.r
+    for root in sorted({0, p - 1, p // 2}):
+        for algo in ("linear", "binomial", "auto"):
+            for rows in (3 * p, 2 * p + 1):
+                for repeat in range(4):
+                    name = f"scatter lane {algo} root {root} {rows} rows call {repeat}"
+                    full = rank_data("float64", (rows, 2), root, seed_of(name))
+                    want = np.array_split(full, p)[r]
+                    x = None
+                    if r == root:
+                        x = full.copy()
+                        if repeat == 3:             # the root on the general path
+                            wide = np.zeros((2 * rows, 2))
+                            wide[::2] = full
+                            x = wide[::2]
+                    out = None
+                    if repeat == 1:
+                        out = np.zeros_like(want)
+                    elif repeat == 2 and r % 2 == 1:    # the general path after the header
+                        target = np.zeros((2 * len(want), 2))
+                        out = target[::2]
+                    y = comm.scatter(x, root=root, algorithm=algo, out=out)
+                    run.check(name, y, want)
+                    if out is not None:
+                        assert y is out, name
+                    if repeat == 2 and r % 2 == 1:
+                        assert not target[1::2].any(), name
+                    if r == root:
+                        assert np.array_equal(x, full), f"{name}: x changed"
+    for dtype in ("bfloat16", "int8", "complex128", "bool"):    # one word after another
+        name = f"scatter lane {dtype}"
+        full = rank_data(dtype, (p, 3), 0, seed_of(name))
+        for _ in range(2):
+            y = comm.scatter(full.copy() if r == 0 else None, root=0)
+            run.check(name, y, np.array_split(full, p)[r])
+    for _ in range(2):                              # the root's error reaches every rank
+        expect(ValueError, "at least one dimension", comm.scatter,
+               np.float64(1.0) if r == 0 else None, 0)
+    if p > 1:
+        full = np.arange(p - 1, dtype=np.float32)   # a rank gets an empty block: no lane
+        for _ in range(2):
+            y = comm.scatter(full if r == 0 else None, root=0)
+            run.check("scatter lane: empty block", y, np.array_split(full, p)[r])
+    lanes = sum(1 for k, v in comm._plans.items()
+                if k[0] in ("scatter-lane", "scatter-lane-root") and v is not None)
+    assert (lanes > 0) == (comm.transport is not None and p > 1), (lanes, comm.transport_info)
+    y = comm.allreduce(np.array([r + 1.0]))
+    run.check("scatter lane: tags agree after", y, np.array([p * (p + 1) / 2]))
+    run.count += 1
 
 
 def reduce_lane_cases(run):
