@@ -1194,13 +1194,13 @@ def _scatter_lane(c, x, root, algorithm, out):
         flags = x.flags
         if lane is None or not (flags.c_contiguous and flags.aligned):
             return None
-        word, data = lane
+        word, children, data = lane
         result = _lane_output(out, data.shape, x.dtype, x)
         if result is None:
             return None
         c._live()
         header_tag = c.next_tag()
-        for child in binomial_edges(root, c.rank, c.size)[1]:
+        for child in children:
             transport.send(word, child, header_tag)
         data.scatter(transport, c.next_tag(), x.reshape(-1).view(np.uint8),
                      result.reshape(-1).view(np.uint8),
@@ -1250,8 +1250,9 @@ def _make_scatter_data(c, word, root, algorithm):
 
 
 def _make_scatter_root(c, x, root, algorithm):
-    """The root's (header word, data lane), or None when the call must take
-    the general path (which also reports whatever is wrong with it)."""
+    """The root's (header word, its children in the header's tree, data
+    lane), or None when the call must take the general path (which also
+    reports whatever is wrong with it)."""
     try:
         r = _check_root(root, c.size)
         alg = _check_algorithm("scatter", algorithm)
@@ -1264,7 +1265,8 @@ def _make_scatter_root(c, x, root, algorithm):
                  lambda: _scatter_args(c, dtype, x.shape, r, alg))
     if not _RootedLane.fits(c, plan):
         return None
-    return _header_word(dtype, x.shape).view(np.uint8), _RootedLane(c, plan, plan.args.shape)
+    return (_header_word(dtype, x.shape).view(np.uint8), binomial_edges(r, c.rank, c.size)[1],
+            _RootedLane(c, plan, plan.args.shape))
 
 
 def _gather_args(collective: str, c, x: np.ndarray, algorithm, sizes, **more) -> CollArgs:
