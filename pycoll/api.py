@@ -849,17 +849,25 @@ def _broadcast_lane(c, x, root, algorithm):
     return x
 
 
-def _make_broadcast_lane(c, x, root, algorithm):
-    """The lane of this signature, or None when the call must take the
-    general path (which also reports whatever is wrong with it)."""
+def _root_lane_args(c, collective: str, x, root, algorithm):
+    """(root, algorithm, DType) of a root's call that a lane may take, or
+    None when they are not plainly valid (the general path reports why)."""
     try:
         r = _check_root(root, c.size)
-        alg = _check_algorithm("broadcast", algorithm)
+        alg = _check_algorithm(collective, algorithm)
         dtype = dtype_of(x.dtype, "x")
     except (TypeError, ValueError):
         return None
-    if x.ndim > SHORT_DIMS or not 0 < x.nbytes <= LANE_MAX_BYTES or r != root:
+    return (r, alg, dtype) if r == root else None
+
+
+def _make_broadcast_lane(c, x, root, algorithm):
+    """The lane of this signature, or None when the call must take the
+    general path (which also reports whatever is wrong with it)."""
+    checked = _root_lane_args(c, "broadcast", x, root, algorithm)
+    if checked is None or x.ndim > SHORT_DIMS or not 0 < x.nbytes <= LANE_MAX_BYTES:
         return None
+    r, alg, dtype = checked
     plan = _broadcast_plan(c, dtype, x.shape, r, alg)
     # At p = 2 the pipeline is the tree: one link, one message.
     tree = plan.algorithm == "binomial" or (c.size == 2 and plan.algorithm == "pipeline")
@@ -1253,13 +1261,11 @@ def _make_scatter_root(c, x, root, algorithm):
     """The root's (header word, its children in the header's tree, data
     lane), or None when the call must take the general path (which also
     reports whatever is wrong with it)."""
-    try:
-        r = _check_root(root, c.size)
-        alg = _check_algorithm("scatter", algorithm)
-        dtype = dtype_of(x.dtype, "x")
-    except (TypeError, ValueError):
+    checked = _root_lane_args(c, "scatter", x, root, algorithm)
+    if checked is None or not 1 <= x.ndim <= SHORT_DIMS:
         return None
-    if r != root or x.dtype != dtype.numpy or not 1 <= x.ndim <= SHORT_DIMS:
+    r, alg, dtype = checked
+    if x.dtype != dtype.numpy:
         return None
     plan = _plan(c, ("scatter", dtype.name, x.shape, r, alg),
                  lambda: _scatter_args(c, dtype, x.shape, r, alg))
