@@ -1154,7 +1154,10 @@ def _gather_lane(c, x, root, algorithm, out):
         if result is None:
             return _mpicall.NOT_TAKEN
     c._live()
-    scratch = c.scratch("work", lane.total) if lane.children else None
+    # A buffer of its own where the rank forwards its subtree or the root
+    # reorders; the root of a tree in rank order gathers into the result.
+    scratch = (c.scratch("work", lane.total)
+               if lane.children and (lane.up is not None or lane.rotate) else None)
     lane.gather(c.transport, c.next_tag(), x.reshape(-1).view(np.uint8),
                 None if result is None else result.reshape(-1).view(np.uint8), scratch)
     return result

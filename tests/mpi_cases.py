@@ -656,6 +656,17 @@ def group_lane(run):
     scatter_lane_cases(run)
 
 
+def lanes_were_taken(run, kinds: tuple, label: str) -> None:
+    """A lane of one of *kinds* was made whenever the transport makes lanes
+    possible (p > 1), and the tags of both paths still agree."""
+    comm, p, r = run.comm, run.p, run.r
+    lanes = sum(1 for k, v in comm._plans.items() if k[0] in kinds and v is not None)
+    assert (lanes > 0) == (comm.transport is not None and p > 1), (lanes, comm.transport_info)
+    y = comm.allreduce(np.array([r + 1.0]))
+    run.check(f"{label}: tags agree after", y, np.array([p * (p + 1) / 2]))
+    run.count += 1
+
+
 def gather_lane_cases(run):
     """The gather lane (pycoll/api.py _RootedLane) beside the general path,
     for every algorithm and several roots: some ranks pass a strided x, the
@@ -702,11 +713,7 @@ def gather_lane_cases(run):
         y = comm.gather(np.float64(r), root=0)
         if r == 0:
             run.check("gather lane 0-d", y, np.arange(p, dtype=np.float64))
-    lanes = sum(1 for k, v in comm._plans.items() if k[0] == "gather-lane" and v is not None)
-    assert (lanes > 0) == (comm.transport is not None and p > 1), (lanes, comm.transport_info)
-    y = comm.allreduce(np.array([r + 1.0]))
-    run.check("gather lane: tags agree after", y, np.array([p * (p + 1) / 2]))
-    run.count += 1
+    lanes_were_taken(run, ("gather-lane",), "gather lane")
 
 
 def scatter_lane_cases(run):
@@ -759,12 +766,7 @@ def scatter_lane_cases(run):
         for _ in range(2):
             y = comm.scatter(full if r == 0 else None, root=0)
             run.check("scatter lane: empty block", y, np.array_split(full, p)[r])
-    lanes = sum(1 for k, v in comm._plans.items()
-                if k[0] in ("scatter-lane", "scatter-lane-root") and v is not None)
-    assert (lanes > 0) == (comm.transport is not None and p > 1), (lanes, comm.transport_info)
-    y = comm.allreduce(np.array([r + 1.0]))
-    run.check("scatter lane: tags agree after", y, np.array([p * (p + 1) / 2]))
-    run.count += 1
+    lanes_were_taken(run, ("scatter-lane", "scatter-lane-root"), "scatter lane")
 
 
 def reduce_lane_cases(run):
@@ -872,11 +874,7 @@ def allgather_lane_cases(run):
             run.check(name, comm.allgather(xs[r]), np.concatenate(xs))
     for _ in range(2):                              # 0-d inputs: one row each
         run.check("allgather lane 0-d", comm.allgather(np.float64(r)), np.arange(p, dtype=np.float64))
-    lanes = sum(1 for k, v in comm._plans.items() if k[0] == "allgather-lane" and v is not None)
-    assert (lanes > 0) == (comm.transport is not None and p > 1), (lanes, comm.transport_info)
-    y = comm.allreduce(np.array([r + 1.0]))
-    run.check("allgather lane: tags agree after", y, np.array([p * (p + 1) / 2]))
-    run.count += 1
+    lanes_were_taken(run, ("allgather-lane",), "allgather lane")
 
 
 def broadcast_lane_cases(run):
