@@ -216,7 +216,7 @@ def targets(runs: Runs, p: int) -> list:
         rows.append((f"{dtype} allreduce time ≤ 0.6× float32 (same count, float32 ≥ 1 MiB)",
                      ", ".join(f"{human(s)} {fmt(r)}" for s, r in rs), check(worst, 0.6, ge=False)))
     worst = []
-    for op in ("allreduce", "allgather", "reduce_scatter", "broadcast"):
+    for op in OPS:
         for dtype in ("float32", "bfloat16"):
             for size in runs.sizes(op, op, dtype):
                 named = [runs.time(op, op, a, dtype, size) for a in runs.algorithms(op, op, dtype)
