@@ -1,11 +1,12 @@
-"""Small-message allreduce (reduce, gather, scatter) time, pycoll against
-native MPI, in alternating bursts.
+"""Small-message allreduce (reduce, gather, scatter, reduce_scatter) time,
+pycoll against native MPI, in alternating bursts.
 
-    mpiexec -n 2 python bench/latency.py [--collective reduce|gather|scatter] [--bytes 8]
-                                         [--rounds 25] [--json FILE]
+    mpiexec -n 2 python bench/latency.py [--collective reduce|gather|scatter|reduce_scatter]
+                                         [--bytes 8] [--rounds 25] [--json FILE]
 
---bytes is the vector of allreduce and reduce, one rank's block of gather
-and scatter (root 0; the result and out= buffers reused on every call).
+--bytes is the vector of allreduce and reduce, one rank's block of gather,
+scatter and reduce_scatter (root 0; the result and out= buffers reused on
+every call).
 
 At 8 bytes a call takes a microsecond or two and a shared machine's noise
 is larger than the difference being measured, so native and pycoll take
@@ -27,7 +28,8 @@ import pycoll
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--collective", choices=("allreduce", "reduce", "gather", "scatter"), default="allreduce")
+    parser.add_argument("--collective", choices=("allreduce", "reduce", "gather", "scatter",
+                                                            "reduce_scatter"), default="allreduce")
     parser.add_argument("--bytes", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=25)
     parser.add_argument("--calls", type=int, default=2000)
@@ -52,6 +54,9 @@ def main() -> int:
     elif args.collective == "scatter":
         native = lambda: world.Scatter(whole, y, root=0)        # noqa: E731
         mine = lambda: comm.scatter(whole if comm.rank == 0 else None, root=0, out=y)  # noqa: E731
+    elif args.collective == "reduce_scatter":
+        native = lambda: world.Reduce_scatter_block(whole, y)   # noqa: E731
+        mine = lambda: comm.reduce_scatter(whole, out=y)        # noqa: E731
     elif args.collective == "reduce":
         native = lambda: world.Reduce(x, y, root=0)             # noqa: E731
         mine = lambda: comm.reduce(x, root=0, out=y)            # noqa: E731

@@ -28,8 +28,10 @@ forces the latter.
 
 ``Lane`` is the small-message lane of an allreduce or reduce plan: the
 algorithm's schedule (pycoll/algorithms/_schedule.py) interpreted in C, with
-these calls and the reduction kernels, when the whole vector is one message.
-``allreduce`` and ``reduce`` are the entries every such call tries first;
+these calls and the reduction kernels, when the whole vector is one message;
+``ReduceScatterLane`` the ring reduce-scatter's steps, when every block is.
+``allreduce``, ``reduce`` and ``reduce_scatter`` are the entries every such
+call tries first;
 they answer None (``reduce``: NOT_TAKEN, since None is its result off the
 root) whenever the call is not the plain case (no plan yet, non-contiguous
 input, an out the Python path must check or write back), and the Python
@@ -225,6 +227,18 @@ cdef object ndarray = np.ndarray
 
 # What Lane.call answers for a call the Python path must take.
 NOT_TAKEN = object()
+# The most steps a lane runs (a schedule's, or a ring's p - 1).
+MAX_LANE_STEPS = MAX_STEPS
+
+
+cdef object lane_output(out, shape, dtype):
+    """A lane's result array: out, or a new one where out is None;
+    NOT_TAKEN for an out the Python path must check or write back."""
+    if out is None:
+        return np.empty(shape, dtype)
+    if type(out) is ndarray and out.dtype == dtype and out.shape == shape:
+        return out
+    return NOT_TAKEN
 
 
 cdef class Lane:
@@ -330,12 +344,10 @@ cdef class Lane:
             if not self.gets_result:
                 result = None               # out is ignored here; the partial lives in scratch
                 data = self.scratch("lane-data", self.nbytes)
-            elif out is None:
-                result = data = np.empty(self.shape, self.dtype)
-            elif type(out) is ndarray and out.dtype == self.dtype and out.shape == self.shape:
-                result = data = out
             else:
-                return NOT_TAKEN
+                result = data = lane_output(out, self.shape, self.dtype)
+                if result is NOT_TAKEN:
+                    return NOT_TAKEN
             try:
                 PyObject_GetBuffer(data, &ob, PyBUF_SIMPLE | PyBUF_WRITABLE)
             except (BufferError, ValueError, TypeError):
@@ -361,6 +373,127 @@ cdef class Lane:
         finally:
             PyBuffer_Release(&xb)
         check(rc, "the lane")
+        return result
+
+
+cdef class ReduceScatterLane:
+    """One reduce_scatter plan of the ring (or, at p = 2, of recursive
+    halving: the same single exchange), run in C when every block is one
+    message. The messages, tags, operands and their order are those of
+    reduce_scatter_ring.run (reduce_scatter_recursive_halving.run), so
+    ranks taking either path meet and agree bitwise.
+
+    Before and after, at rank r of p (blocks of np.array_split)::
+
+        x:      this rank's whole vector      ->  unchanged
+        result: -                             ->  block r of x_0 op ... op x_(p-1)
+
+    Step s sends block r - s - 1 to r + 1 (from x at s = 0, then from the
+    partial sums) and reduces block r - s - 2, arriving from r - 1, with
+    the same block of x: into the partial sums (the communicator's
+    "output" scratch), at the last step into the result.
+    """
+
+    cdef Transport transport
+    cdef object base, shape, dtype
+    cdef pycoll_binary_loop loop
+    cdef int code, nsteps, divisor, right, left
+    cdef bint received_left
+    cdef Py_ssize_t nbytes, total, align
+    cdef Py_ssize_t send_lo[MAX_STEPS]
+    cdef Py_ssize_t send_n[MAX_STEPS]
+    cdef Py_ssize_t recv_lo[MAX_STEPS]
+    cdef Py_ssize_t recv_n[MAX_STEPS]
+
+    def __cinit__(self, base, Transport transport, steps, int right, int left,
+                  bint received_left, int op, int code, shape, dtype, Py_ssize_t total,
+                  int divisor):
+        """*steps*: (lo, bytes) of the block sent and of the block received
+        at each step; *received_left*: the received partial is the left
+        operand; *total*: the bytes of x."""
+        if not 0 < len(steps) <= MAX_STEPS:
+            raise ValueError(f"a ring of {len(steps)} steps does not fit the lane")
+        self.loop = loop_for(op, code)
+        if self.loop is NULL:
+            raise ValueError(f"no kernel for op {op}, dtype {code}")
+        self.base, self.transport = base, transport
+        self.code, self.shape, self.dtype = code, shape, dtype
+        self.right, self.left, self.received_left = right, left, received_left
+        self.divisor = divisor              # AVG: divide by p; 0: no division
+        self.align = 8 if itemsize_of(code) == 16 else itemsize_of(code)
+        self.nsteps = len(steps)
+        for i, ((slo, sn), (rlo, rn)) in enumerate(steps):
+            self.send_lo[i], self.send_n[i], self.recv_lo[i], self.recv_n[i] = slo, sn, rlo, rn
+        self.total = total
+        self.nbytes = self.recv_n[self.nsteps - 1]         # this rank's block
+
+    cdef int execute(self, char *send, char *partial, char *result, int tag) noexcept nogil:
+        cdef handle_t comm = self.transport.comm
+        cdef char *into
+        cdef char *source
+        cdef int i, rc
+        cdef size_t count
+        for i in range(self.nsteps):
+            source = send if i == 0 else partial
+            into = result if i == self.nsteps - 1 else partial + self.recv_lo[i]
+            rc = c_sendrecv(source + self.send_lo[i], <int>self.send_n[i], BYTE, self.right, tag,
+                            into, <int>self.recv_n[i], BYTE, self.left, tag, comm,
+                            self.transport.status)
+            if rc != 0:
+                return rc
+            count = <size_t>self.recv_n[i] // itemsize_of(self.code)
+            if self.received_left:
+                self.loop(into, into, send + self.recv_lo[i], count)
+            else:
+                self.loop(into, send + self.recv_lo[i], into, count)
+        return 0
+
+    def run(self, x, out):
+        """reduce_scatter(x, out=out) in C, or None (nothing sent) if the
+        Python path must take it."""
+        cdef Py_buffer xb, ob, pb
+        cdef int rc = 0, tag
+        cdef char *xp
+        cdef char *op
+        cdef char *pp = NULL
+        try:
+            PyObject_GetBuffer(x, &xb, PyBUF_SIMPLE)
+        except (BufferError, ValueError, TypeError):
+            return None                     # not C-contiguous: the Python path packs it
+        try:
+            xp = <char *>xb.buf
+            if xb.len != self.total or <uintptr_t>xp % self.align:
+                return None
+            result = lane_output(out, self.shape, self.dtype)
+            if result is NOT_TAKEN:
+                return None
+            try:
+                PyObject_GetBuffer(result, &ob, PyBUF_SIMPLE | PyBUF_WRITABLE)
+            except (BufferError, ValueError, TypeError):
+                return None                 # read-only or strided out: checked by Python
+            try:
+                op = <char *>ob.buf
+                if (op < xp + self.total and xp < op + self.nbytes) or <uintptr_t>op % self.align:
+                    return None             # out overlaps x: the Python path copies
+                tag = self.base.next_tag()
+                if self.nsteps > 1:
+                    PyObject_GetBuffer(self.base.scratch("output", self.total), &pb,
+                                       PyBUF_SIMPLE | PyBUF_WRITABLE)
+                    pp = <char *>pb.buf
+                try:
+                    with nogil:
+                        rc = self.execute(xp, pp, op, tag)
+                        if rc == 0 and self.divisor:
+                            scale_buffer(self.code, op, op, self.divisor,
+                                         <size_t>self.nbytes // itemsize_of(self.code))
+                finally:
+                    if pp != NULL:
+                        PyBuffer_Release(&pb)
+            finally:
+                PyBuffer_Release(&ob)
+        finally:
+            PyBuffer_Release(&xb)
+        check(rc, "the reduce_scatter lane")
         return result
 
 
@@ -392,3 +525,16 @@ def reduce(comm, x, op, root, algorithm, out, accumulate):
     if plan is None or plan.lane is None:
         return NOT_TAKEN
     return (<Lane>plan.lane).call(x, out)
+
+
+def reduce_scatter(comm, x, op, algorithm, out, accumulate):
+    """The lane of a repeated, plain reduce_scatter; None for any other call."""
+    if type(x) is not ndarray or accumulate is not None or comm._progress._pending:
+        return None                         # queued calls first (Note [Issue order])
+    try:
+        plan = comm._plans.get(("reduce_scatter", x.dtype, x.shape, op, algorithm, None))
+    except TypeError:
+        return None
+    if plan is None or plan.lane is None:
+        return None
+    return (<ReduceScatterLane>plan.lane).run(x, out)

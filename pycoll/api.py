@@ -124,7 +124,11 @@ class Communicator(CommBase):
 
     def reduce_scatter(self, x, op=SUM, algorithm="auto", out=None, accumulate=None,
                        async_op=False, timeout=None):
-        return reduce_scatter(x, op, self, algorithm, out, accumulate, async_op, timeout)
+        if not async_op and timeout is None and self._lane_ready:
+            result = _mpicall.reduce_scatter(self, x, op, algorithm, out, accumulate)
+            if result is not None:
+                return result
+        return _reduce_scatter(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
     def alltoall(self, x, algorithm="auto", out=None, async_op=False, timeout=None):
         return alltoall(x, self, algorithm, out, async_op, timeout)
@@ -237,7 +241,7 @@ class Plan:
         self.channel = Channel(comm, 0, op, args.dtype.code, segment)
         self.task = Task(self.channel, comm.rank, comm.size, args.root, args.dtype.itemsize,
                          counts=args.counts, exclusive=args.exclusive)
-        self.lane = _lane(comm, args, self.module, segment)
+        self.lane = _lane(comm, args, self.algorithm, self.module, segment)
 
     def run(self, send=None, data=None, out=None, deadline=None) -> None:
         """One call: bind the byte views, take the next tag, run (by
@@ -261,9 +265,13 @@ class Plan:
 PLAN_CACHE = 4096
 
 
-def _lane(comm, args: CollArgs, module, segment: int):
+def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
     """The C lane of an allreduce or reduce plan (pycoll/_mpicall.pyx), when
-    the vector is one message of an algorithm written as a schedule; else None."""
+    the vector is one message of an algorithm written as a schedule; of a
+    reduce_scatter plan, when every block is one message of the ring; else
+    None."""
+    if args.collective == "reduce_scatter":
+        return _reduce_scatter_lane(comm, args, algorithm, segment)
     if (args.collective not in ("allreduce", "reduce") or comm.transport is None
             or args.dtype is not args.result or not 0 < args.n <= segment
             or not hasattr(module, "schedule")):
@@ -276,6 +284,25 @@ def _lane(comm, args: CollArgs, module, segment: int):
                          args.shape, args.dtype.numpy, args.n,
                          comm.size if args.op is Op.AVG else 0,
                          args.collective == "allreduce" or comm.rank == args.root)
+
+
+def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, segment: int):
+    """The ring's steps (reduce_scatter_ring.run) for _mpicall.ReduceScatterLane;
+    at p = 2 recursive halving's single exchange is the same step, with the
+    lower rank's operand on the left."""
+    p, r, counts = comm.size, comm.rank, args.counts
+    ring = algorithm == "ring" or (p == 2 and algorithm == "recursive_halving")
+    if (not ring or comm.transport is None or args.dtype is not args.result or p < 2
+            or min(counts) == 0 or max(counts) > min(segment, LANE_MAX_BYTES)
+            or p - 1 > _mpicall.MAX_LANE_STEPS):
+        return None
+    blocks = blocks_from_counts(counts)
+    steps = [(blocks[(r - s - 1) % p], blocks[(r - s - 2) % p]) for s in range(p - 1)]
+    right, left = (r + 1) % p, (r - 1) % p
+    return _mpicall.ReduceScatterLane(comm, comm.transport, steps, right, left,
+                                      algorithm == "ring" or left < r, args.op.kernel,
+                                      args.dtype.code, args.shape, args.dtype.numpy,
+                                      sum(counts), p if args.op is Op.AVG else 0)
 
 
 def _plan(c: "Communicator", key: tuple, build) -> Plan:
@@ -1464,7 +1491,14 @@ def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce_scatter(x)          # rank 0: [0, 3]         rank 1: [6, 9]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    if not async_op and timeout is None and c._lane_ready:
+        result = _mpicall.reduce_scatter(c, x, op, algorithm, out, accumulate)
+        if result is not None:
+            return result
+    return _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op, timeout)
 
+
+def _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op=False, timeout=None):
     def prepare():
         xa = _array(x)
         plan = _plan(c, ("reduce_scatter", xa.dtype, xa.shape, op, algorithm, accumulate),
@@ -1473,6 +1507,11 @@ def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=
         result, result_data, writeback = _result(out, a.shape, a.result)
 
         def run(deadline):
+            # The C lane, where the top of reduce_scatter() could not take it
+            # (checks mode, an async call): it has no deadline to keep.
+            if deadline is None and plan.lane is not None and writeback is None \
+                    and plan.lane.run(xa, result) is not None:
+                return result
             send = _send_bytes(c, a, xa)
             mine = result_data if a.dtype is a.result else c.scratch("block", a.counts[c.rank])
             plan.run(send=send, data=c.scratch("output", sum(a.counts)), out=mine, deadline=deadline)

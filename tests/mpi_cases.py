@@ -654,6 +654,7 @@ def group_lane(run):
     allgather_lane_cases(run)
     gather_lane_cases(run)
     scatter_lane_cases(run)
+    reduce_scatter_lane_cases(run)
 
 
 def lanes_were_taken(run, kinds: tuple, label: str) -> None:
@@ -812,6 +813,64 @@ def reduce_lane_cases(run):
     assert (lanes > 0) == (comm.transport is not None), (lanes, comm.transport_info)
     y = comm.allreduce(np.array([r + 1.0]))
     run.check("reduce lane: tags agree after", y, np.array([p * (p + 1) / 2]))
+    run.count += 1
+
+
+def reduce_scatter_lane_cases(run):
+    """The reduce_scatter lane (ReduceScatterLane in pycoll/_mpicall.pyx)
+    beside the general path: repeated calls of every (op, dtype) with
+    uneven blocks; the same bits as the general path (a call with a
+    timeout) with NaN payloads naming the rank, which show swapped
+    operands; some ranks take the general path (a strided out) while the
+    others take the lane, and they meet on the same messages; an out that
+    overlaps x, and blocks too few to fill every rank (no lane at all)."""
+    comm, p, r = run.comm, run.p, run.r
+    rows = 2 * p + 1                               # uneven blocks
+    for algo in ("ring", "recursive_halving", "auto"):
+        for op, dtype in reduction_pairs():
+            for repeat in range(3):
+                name = f"reduce_scatter lane {algo} {op.value} {dtype} call {repeat}"
+                xs = [rank_data(dtype, (rows, 2), i, seed_of(name), op) for i in range(p)]
+                mine = xs[r].copy()
+                block = np.array_split(reduce_ranks(op, xs), p)[r]
+                if repeat == 2 and r % 2 == 1:      # the general path: a strided out, written back
+                    target = np.zeros((2 * len(block), 2), block.dtype)
+                    y = comm.reduce_scatter(mine, op=op, algorithm=algo, out=target[::2])
+                    assert not bits(target[1::2]).any(), name
+                elif repeat == 2:
+                    out = np.empty_like(block)
+                    y = comm.reduce_scatter(mine, op=op, algorithm=algo, out=out)
+                    assert y is out, name
+                else:
+                    y = comm.reduce_scatter(mine, op=op, algorithm=algo)
+                run.check(name, y, block)
+                assert np.array_equal(bits(mine), bits(xs[r])), f"{name}: x changed"
+        x = np.array([0, 1.5, -0.0, 2, np.nan] * p, np.float32)
+        bits(x)[0::5] = 0x7fc00000 | (r + 1)
+        for op in (Op.MAX, Op.SUM):
+            for _ in range(2):
+                lane = comm.reduce_scatter(x, op=op, algorithm=algo)
+                general = comm.reduce_scatter(x, op=op, algorithm=algo, timeout=60)
+                assert bits(lane).tobytes() == bits(general).tobytes(), \
+                    f"reduce_scatter lane vs general path {algo} {op.value}"
+        run.count += 1
+    shared = np.arange(4.0 * p)
+    for _ in range(2):                              # out overlaps x: the general path copies
+        shared[:] = np.arange(4.0 * p)
+        y = comm.reduce_scatter(shared, out=shared[:4])
+        run.check("reduce_scatter lane overlap", y, np.arange(4.0 * r, 4.0 * r + 4) * p)
+    few = np.arange(p - 1, dtype=np.float32)        # a rank gets an empty block: no lane
+    for _ in range(2):
+        run.check("reduce_scatter lane: empty block", comm.reduce_scatter(few),
+                  np.array_split(few * p, p)[r])
+    lanes = sum(1 for k, v in comm._plans.items()
+                if k[0] == "reduce_scatter" and v.lane is not None)
+    assert (lanes > 0) == (comm.transport is not None and p > 1), (lanes, comm.transport_info)
+    empty = [k for k, v in comm._plans.items() if k[0] == "reduce_scatter" and v.lane is not None
+             and k[2] == few.shape]
+    assert not empty, empty
+    y = comm.allreduce(np.array([r + 1.0]))
+    run.check("reduce_scatter lane: tags agree after", y, np.array([p * (p + 1) / 2]))
     run.count += 1
 
 
