@@ -216,14 +216,10 @@ def targets(runs: Runs, p: int) -> list:
         rows.append((f"{dtype} allreduce time ≤ 0.6× float32 (same count, float32 ≥ 1 MiB)",
                      ", ".join(f"{human(s)} {fmt(r)}" for s, r in rs), check(worst, 0.6, ge=False)))
     worst = []
-    for op in OPS:
-        for dtype in ("float32", "bfloat16"):
-            for size in runs.sizes(op, op, dtype):
-                named = [runs.time(op, op, a, dtype, size) for a in runs.algorithms(op, op, dtype)
-                         if a not in ("auto", "native")]
-                auto = runs.time(op, op, "auto", dtype, size)
-                if auto and named and min(n for n in named if n):
-                    worst.append((auto / min(n for n in named if n), op, dtype, size))
+    for op, dtype, size, named in named_times(runs):
+        auto = runs.time(op, op, "auto", dtype, size)
+        if auto and named:
+            worst.append((auto / min(named.values()), op, dtype, size))
     if worst:
         w = max(worst)
         within = sum(1 for r, *_ in worst if r <= 1.1)
@@ -256,22 +252,28 @@ def choice_ratios(runs: Runs, p: int) -> list:
 
     settings = Settings(params=tuning.merge_params(runs.tuning["params"]))
     out = []
+    for op, dtype, size, named in named_times(runs):
+        if not named or size == 0:
+            continue
+        # The model's n: one rank's block for the ops that cut the data in p.
+        n = size // p if op in ("allgather", "reduce_scatter") else size
+        pick = tuning.select(op, n, p, settings, dtype)
+        if pick not in named:
+            continue
+        best = min(named, key=named.get)
+        out.append((named[pick] / named[best], op, dtype, size, pick, best))
+    return out
+
+
+def named_times(runs: Runs):
+    """(op, dtype, size, {named algorithm: median time}) over the sweeps,
+    "auto", native and untimed algorithms left out."""
     for op in OPS:
         for dtype in ("float32", "bfloat16"):
             for size in runs.sizes(op, op, dtype):
-                named = {a: runs.time(op, op, a, dtype, size) for a in runs.algorithms(op, op, dtype)
+                times = {a: runs.time(op, op, a, dtype, size) for a in runs.algorithms(op, op, dtype)
                          if a not in ("auto", "native")}
-                named = {a: t for a, t in named.items() if t}
-                if not named or size == 0:
-                    continue
-                # The model's n: one rank's block for the ops that cut the data in p.
-                n = size // p if op in ("allgather", "reduce_scatter") else size
-                pick = tuning.select(op, n, p, settings, dtype)
-                if pick not in named:
-                    continue
-                best = min(named, key=named.get)
-                out.append((named[pick] / named[best], op, dtype, size, pick, best))
-    return out
+                yield op, dtype, size, {a: t for a, t in times.items() if t}
 
 
 def model_rows(runs: Runs, p: int) -> list:
