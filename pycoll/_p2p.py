@@ -8,8 +8,10 @@ kernels, never with MPI's reduction ops.
 Every transfer of n bytes is cut into segments of at most ``segment``
 bytes (the plan's, from the tuner); sender and receiver cut the same n the
 same way, so segment k matches segment k. Receiving and reducing is
-double-buffered: segment k+1 is already arriving while segment k is
-reduced. A transfer of 0 bytes sends no message at all, on both sides.
+double-buffered: the receive of segment k+1 is posted before segment k is
+reduced, so it arrives meanwhile wherever the MPI library moves data
+without being called (Note [Reduction segments] in tuning.py: here it
+does not). A transfer of 0 bytes sends no message at all, on both sides.
 
 A call with a deadline (``timeout=``) waits by testing its requests until
 they complete or the deadline passes; then it cancels what MPI lets it
@@ -282,8 +284,11 @@ class Channel:
         self.step += 1
         segs = self.segments(layout)
         if keep is None:
-            pair = self.scratch("recv", 2 * step)
-            slots = (pair[:step], pair[step:])
+            # No segment is longer than the transfer: a chain (dest given)
+            # of a small vector needs no segment-sized slots.
+            slot = min(step, n)
+            pair = self.scratch("recv", 2 * slot)
+            slots = (pair[:slot], pair[slot:])
         byte, tag, comm, reduce = self._byte, self.tag, self.comm, self.reduce
         pending = [None, None]
         sends = []

@@ -1,20 +1,25 @@
 """Calibrate the cost model: mpiexec -n P python -m pycoll.tune
 
-Times the reduction kernel per dtype (gamma) and every algorithm of every
+Times the reduction kernel per dtype (gamma); chooses the segment size of
+reductions (Note [Reduction segments] in pycoll/tuning.py) by timing the
+reductions with each candidate; then times every algorithm of every
 collective at a range of sizes (float32, "auto" bypassed), fits each
-algorithm's (alpha, beta) to its own cost terms (pycoll/tuning.py) and writes the calibration of (this machine, this
-MPI library, P) where Communicators look for it:
-$PYCOLL_TUNE_DIR or ~/.cache/pycoll. Rank 0 prints, for each algorithm, the
-fitted parameters and the measured and modelled times side by side.
+algorithm's (alpha, beta) to its own cost terms (pycoll/tuning.py) and
+writes the calibration of (this machine, this MPI library, P) where
+Communicators look for it: $PYCOLL_TUNE_DIR or ~/.cache/pycoll. Rank 0
+prints, for each algorithm, the fitted parameters and the measured and
+modelled times side by side.
 
     --sizes 8,1K,4K,16K,64K,256K,1M,2M,4M,8M,16M,64M   sizes (bytes; one block for block ops)
     --collectives allreduce,...       a subset
+    --segments 1M,4M,16M,64M          candidate reduction segments (one: use it, untimed)
     --out FILE                        write elsewhere (also JSON)
     --budget 0.02                     seconds of timing per measurement
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import statistics
@@ -32,6 +37,9 @@ from pycoll.bench.ops import SPECS, Bench
 
 COLLECTIVES = ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "gather",
                "scatter", "alltoall")
+# The reductions whose transfers the segment cuts, timed for its choice.
+SEGMENTED = (("allreduce", "ring"), ("allreduce", "recursive_doubling"),
+             ("allreduce", "rabenseifner"), ("reduce", "binomial"), ("reduce_scatter", "ring"))
 
 
 def measure(calls: dict, barrier, reduce_max, budget: float, rounds: int = 5) -> dict:
@@ -59,15 +67,60 @@ def measure(calls: dict, barrier, reduce_max, budget: float, rounds: int = 5) ->
     return {name: statistics.median(b) for name, b in bursts.items()}
 
 
+def with_segment(comm, segment: int) -> None:
+    """Make *comm*'s reductions cut their transfers at *segment* bytes
+    (a collective call: every rank passes the same segment)."""
+    params = {**(comm.settings.params or tuning.DEFAULT_PARAMS), "reduce_segment": segment}
+    comm._use_settings(dataclasses.replace(comm.settings, params=params))
+
+
+def time_segments(world, candidates: list, sizes: list, budget: float, barrier, reduce_max) -> dict:
+    """{candidate: {"collective algorithm size": seconds}}: the SEGMENTED
+    reductions at every size larger than the smallest candidate (below it
+    every candidate sends the same messages), one Communicator per
+    candidate, all taking turns within every round."""
+    import pycoll
+
+    comms = {}
+    for segment in candidates:
+        comms[segment] = pycoll.Communicator(world)
+        with_segment(comms[segment], segment)
+    p, rank = world.Get_size(), world.Get_rank()
+    times = {segment: {} for segment in candidates}
+    try:
+        for size in sizes:
+            if size <= min(candidates):
+                continue
+            for collective, name in SEGMENTED:
+                spec = SPECS[collective]
+                count = spec.blocks(size, 4, p)
+                if count == 0:
+                    continue
+                bench = Bench(spec, np.float32, count, p, rank, 0, Op.SUM)
+                bench.fill()
+                calls = {segment: (lambda c=comms[segment], b=bench, a=name: spec.run(b, c, a, False))
+                         for segment in candidates}
+                for segment, t in measure(calls, barrier, reduce_max, budget).items():
+                    times[segment][f"{collective} {name} {size}"] = t
+    finally:
+        for c in comms.values():
+            c.free()
+    return times
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pycoll.tune", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="8,1K,4K,16K,64K,256K,1M,2M,4M,8M,16M,64M")
     parser.add_argument("--collectives", default=",".join(COLLECTIVES))
+    parser.add_argument("--segments", default=",".join(f"{s >> 20}M" for s in tuning.REDUCE_SEGMENTS))
     parser.add_argument("--out", default=None)
     parser.add_argument("--budget", type=float, default=0.02)
     args = parser.parse_args(argv)
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     collectives = args.collectives.split(",")
+    candidates = sorted({parse_size(s) for s in args.segments.split(",")})
+    if not all(1 <= c <= tuning.WHOLE for c in candidates):
+        parser.error(f"--segments: every segment must be between 1 and {tuning.WHOLE} bytes")
     for c in collectives:
         if c not in COLLECTIVES:
             parser.error(f"--collectives: unknown {c}; expected {', '.join(COLLECTIVES)}")
@@ -88,7 +141,28 @@ def main(argv=None) -> int:
     gamma = gammas["float32"]
     kernel_cost = {name: round(g / gamma, 3) for name, g in gammas.items()}
     say(f"# gamma {gamma:.2e} s/B (float32); kernel cost per byte: {kernel_cost}")
-    params = {"gamma": gamma, "kernel_cost": kernel_cost, "algorithms": {}}
+    # The reductions' segment first: every fit below is made with it.
+    segment_times = {}
+    if comm.settings.segment_bytes:
+        segment = comm.settings.segment_bytes
+        say(f"# reduce_segment {segment} B: PYCOLL_SEGMENT_BYTES is set, and every "
+            f"transfer is cut at it")
+    elif len(candidates) == 1:
+        segment = candidates[0]
+    else:
+        segment_times = time_segments(world, candidates, sizes, args.budget, barrier, reduce_max)
+        if any(segment_times.values()):
+            segment = world.bcast(tuning.choose_reduce_segment(segment_times))
+            for c, cases in segment_times.items():
+                say(f"# reduce_segment {c:>10} B: " + "  ".join(
+                    f"{case} {t * 1e6:.0f} us" for case, t in cases.items()))
+        else:
+            segment = tuning.REDUCE_SEGMENT
+            say(f"# no size above {min(candidates)} B: the candidates would send the same messages")
+    say(f"# reduce_segment {segment} B")
+    with_segment(comm, segment)
+    params = {"gamma": gamma, "kernel_cost": kernel_cost, "reduce_segment": segment,
+              "algorithms": {}}
     measured = {}
     for collective in collectives:
         spec = SPECS[collective]
@@ -126,7 +200,8 @@ def main(argv=None) -> int:
         path.write_text(json.dumps({
             "machine": __import__("socket").gethostname(), "mpi": " ".join(library.split()[:3]),
             "p": p, "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "sizes": sizes, "params": params, "measured": measured}, indent=1))
+            "sizes": sizes, "params": params, "measured": measured,
+            "segments": {str(c): cases for c, cases in segment_times.items()}}, indent=1))
         print(f"# wrote {path}", flush=True)
     world.Free()
     comm.free()

@@ -13,18 +13,33 @@ system, and so does one algorithm at different sizes. Up to TINY the
 time is mostly latency: MPI's eager messages, and for the algorithms with a
 C lane one C call per step ("tiny"; fitted together with the larger sizes,
 a line put 5-30% errors at 8 B and 16 KiB and swapped the order of
-algorithms 5% apart). Up to SPLIT, the segment size of a reduction, a
-vector is one message and reduces in cache ("small"); above it transfers
-are segmented Python steps ("large");
+algorithms 5% apart). Up to SPLIT (1 MiB, a core's L2 cache here) a
+vector reduces in cache ("small"); above it, from the last-level cache
+("large");
 above HUGE an algorithm's buffers (input, output, received) outgrow the
 last-level cache and every byte comes from memory ("huge": recursive
 doubling, which moves and reduces the whole vector, costs nearly twice as
 much per byte there as at 4 MiB, the ring a third more). One pair for all of
-that mispredicts. gamma is the reduction kernel's time per byte, measured, not
-fitted: for float32, times the dtype's ``kernel_cost`` (a bfloat16 byte
-costs about 2.0 float32 bytes here). At p = 2 the bytes sent and the bytes
-reduced are proportional, so a fit could not tell beta from gamma; the
-kernel benchmark can.
+that mispredicts. gamma is the reduction kernel's time per byte, measured,
+not fitted: for float32, times the dtype's ``kernel_cost`` (a bfloat16 byte
+costs about 1.3 float32 bytes here, a float16 byte 1.6). At p = 2 the
+bytes sent and the bytes reduced are proportional, so a fit could not tell
+beta from gamma; the kernel benchmark can.
+
+Note [Reduction segments]: a reduction's transfers are cut into segments of
+``reduce_segment`` bytes, and each segment is received and reduced in turn.
+Segments were meant to overlap the reduction of one piece with the arrival
+of the next, but on this machine both MPI libraries move a large message
+with a single copy that the receiver makes inside its MPI calls, so nothing
+arrives while it reduces: segmenting only adds one rendezvous and one
+Python step per piece. With float32 at p = 2, whole messages beat 1 MiB
+segments by 5-25% from 2 MiB to 64 MiB, on both libraries, for the ring,
+recursive doubling and Rabenseifner alike. An MPI
+whose transfers progress on their own (a NIC, a progress thread) would
+show the opposite, so the size is calibrated: ``python -m pycoll.tune``
+times the reductions with each of REDUCE_SEGMENTS and keeps the fastest,
+the smallest among those within SEGMENT_TIE of it (a segment is also the
+scratch a reduction in place holds), before it fits anything else.
 
 ``python -m pycoll.tune`` times the kernel per dtype and every algorithm at
 a range of sizes on this machine, fits each (alpha, beta) (non-negative
@@ -54,10 +69,17 @@ from pycoll.algorithms import ALGORITHMS, REGISTRY
 
 log = logging.getLogger(__name__)
 
-# Segment sizes (bytes): a reduction pipelines through cache-sized pieces;
-# a pipelined chain cuts for overlap; anything else moves each transfer as
-# one message (as native MPI does), capped so that a count stays an int.
-REDUCE_SEGMENT = SPLIT = 1 << 20
+# Segment sizes (bytes): a reduction cuts its transfers into calibrated
+# pieces (Note [Reduction segments]); a pipelined chain cuts for overlap;
+# anything else moves each transfer as one message (as native MPI does),
+# capped so that a count stays an int.
+REDUCE_SEGMENTS = (1 << 20, 4 << 20, 16 << 20, 64 << 20)
+REDUCE_SEGMENT = 4 << 20                # without a calibration (MPICH, p = 2 here)
+SEGMENT_TIE = 0.03
+# What a calibration made before reduce_segment was measured with.
+LEGACY_REDUCE_SEGMENT = 1 << 20
+# Up to this many bytes the "small" regime (a core's L2 cache here).
+SPLIT = 1 << 20
 # Up to this many bytes the "tiny" regime: MPICH and Open MPI send eagerly.
 TINY = 16 << 10
 # Above this many bytes of vector (block, for block collectives) the
@@ -80,48 +102,49 @@ PIECE_ALPHA = 2e-5
 CALL_ALPHA = 5e-6
 
 # The fit of `python -m pycoll.tune` on the project's machine (2 cores,
-# MPICH 5.0.2, p = 2, 2026-11-21): gamma (s per reduced float32 byte), each
-# dtype's kernel cost relative to float32, and (alpha s, beta s/B) per
-# algorithm ("tiny", made before that regime, is "small" below). scan and
-# barrier have no target and are not calibrated.
+# MPICH 5.0.2, p = 2, 2026-11-23, the code that added reduce_segment): gamma (s per
+# reduced float32 byte), each dtype's kernel cost relative to float32, the
+# reduction segment it chose and (alpha s, beta s/B) per algorithm and
+# regime. scan and barrier have no target and are not calibrated.
 DEFAULT_PARAMS = {
-    "gamma": 3.58e-11,
-    "kernel_cost": {'float32': 1.0, 'float64': 1.01, 'float16': 2.42, 'bfloat16': 1.8, 'int32': 0.99, 'complex64': 1.04},
+    "gamma": 1.79e-11,
+    "reduce_segment": REDUCE_SEGMENT,
+    "kernel_cost": {'float32': 1.0, 'float64': 1.035, 'float16': 1.615, 'bfloat16': 1.289, 'int32': 0.998, 'complex64': 1.015},
     "algorithms": {
         "allreduce": {
-            "ring": {"small": (7.34e-06, 1.06e-10), "large": (0.00e+00, 1.25e-10), "huge": (0.00e+00, 2.04e-10)},
-            "recursive_doubling": {"small": (2.96e-06, 8.85e-11), "large": (0.00e+00, 1.45e-10), "huge": (0.00e+00, 3.80e-10)},
-            "rabenseifner": {"small": (7.98e-06, 1.12e-10), "large": (0.00e+00, 1.21e-10), "huge": (0.00e+00, 1.99e-10)},
-            "tree": {"small": (1.88e-06, 2.44e-10), "large": (0.00e+00, 2.27e-10), "huge": (0.00e+00, 2.77e-10)},
+            "ring": {"tiny": (5.21e-06, 4.92e-10), "small": (7.19e-06, 1.13e-10), "large": (0.00e+00, 1.13e-10), "huge": (1.95e-04, 8.54e-11)},
+            "recursive_doubling": {"tiny": (2.38e-06, 2.30e-10), "small": (3.92e-06, 7.96e-11), "large": (0.00e+00, 7.71e-11), "huge": (3.05e-05, 1.19e-10)},
+            "rabenseifner": {"tiny": (5.59e-06, 5.08e-10), "small": (7.89e-06, 1.11e-10), "large": (0.00e+00, 1.16e-10), "huge": (1.89e-04, 8.52e-11)},
+            "tree": {"tiny": (1.65e-06, 4.29e-10), "small": (3.58e-06, 1.70e-10), "large": (0.00e+00, 2.06e-10), "huge": (1.63e-04, 1.61e-10)},
         },
         "broadcast": {
-            "binomial": {"small": (2.03e-05, 3.88e-11), "large": (0.00e+00, 4.67e-11), "huge": (0.00e+00, 7.43e-11)},
-            "scatter_allgather": {"small": (1.12e-05, 1.18e-10), "large": (5.22e-06, 6.95e-11), "huge": (0.00e+00, 9.17e-11)},
-            "pipeline": {"small": (1.61e-05, 5.02e-11), "large": (0.00e+00, 4.89e-11), "huge": (0.00e+00, 7.51e-11)},
+            "binomial": {"tiny": (3.60e-06, 2.29e-10), "small": (5.69e-06, 2.52e-11), "large": (0.00e+00, 7.74e-11), "huge": (2.82e-05, 6.27e-11)},
+            "scatter_allgather": {"tiny": (8.37e-06, 4.83e-10), "small": (1.16e-05, 9.20e-11), "large": (0.00e+00, 1.25e-10), "huge": (2.40e-04, 6.31e-11)},
+            "pipeline": {"tiny": (3.59e-06, 2.34e-10), "small": (5.66e-06, 2.55e-11), "large": (0.00e+00, 8.29e-11), "huge": (3.45e-05, 6.31e-11)},
         },
         "reduce": {
-            "binomial": {"small": (7.88e-06, 8.65e-11), "large": (0.00e+00, 1.11e-10), "huge": (0.00e+00, 1.24e-10)},
-            "rabenseifner": {"small": (6.99e-06, 8.55e-11), "large": (0.00e+00, 1.16e-10), "huge": (1.21e-04, 1.40e-10)},
+            "binomial": {"tiny": (1.80e-06, 1.98e-10), "small": (4.07e-06, 5.56e-11), "large": (0.00e+00, 7.57e-11), "huge": (0.00e+00, 1.03e-10)},
+            "rabenseifner": {"tiny": (5.41e-06, 4.48e-10), "small": (8.53e-06, 6.11e-11), "large": (0.00e+00, 1.22e-10), "huge": (0.00e+00, 1.02e-10)},
         },
         "allgather": {
-            "ring": {"small": (8.08e-06, 6.16e-10), "large": (6.60e-04, 2.07e-10), "huge": (0.00e+00, 2.23e-10)},
-            "recursive_doubling": {"small": (9.03e-06, 6.43e-10), "large": (6.56e-04, 2.91e-10), "huge": (0.00e+00, 2.67e-10)},
-            "bruck": {"small": (1.09e-05, 6.93e-10), "large": (5.16e-04, 3.81e-10), "huge": (0.00e+00, 5.51e-10)},
+            "ring": {"tiny": (4.12e-06, 4.51e-10), "small": (8.24e-06, 5.38e-11), "large": (0.00e+00, 1.19e-10), "huge": (0.00e+00, 1.69e-10)},
+            "recursive_doubling": {"tiny": (4.11e-06, 4.49e-10), "small": (8.21e-06, 5.41e-11), "large": (0.00e+00, 1.18e-10), "huge": (0.00e+00, 1.64e-10)},
+            "bruck": {"tiny": (1.01e-05, 4.81e-10), "small": (1.39e-05, 1.03e-10), "large": (0.00e+00, 2.08e-10), "huge": (0.00e+00, 3.13e-10)},
         },
         "reduce_scatter": {
-            "ring": {"small": (9.38e-06, 1.07e-10), "large": (0.00e+00, 1.08e-10), "huge": (0.00e+00, 1.21e-10)},
-            "recursive_halving": {"small": (1.19e-05, 1.32e-10), "large": (0.00e+00, 1.55e-10), "huge": (0.00e+00, 2.07e-10)},
+            "ring": {"tiny": (2.28e-06, 4.06e-10), "small": (5.89e-06, 3.39e-11), "large": (0.00e+00, 7.81e-11), "huge": (0.00e+00, 1.21e-10)},
+            "recursive_halving": {"tiny": (2.28e-06, 3.98e-10), "small": (5.80e-06, 3.42e-11), "large": (0.00e+00, 8.25e-11), "huge": (0.00e+00, 1.89e-10)},
         },
         "gather": {
-            "binomial": {"small": (1.15e-05, 8.88e-11), "large": (0.00e+00, 1.23e-10), "huge": (0.00e+00, 1.78e-10)},
-            "linear": {"small": (1.02e-05, 8.86e-11), "large": (0.00e+00, 1.23e-10), "huge": (0.00e+00, 1.76e-10)},
+            "binomial": {"tiny": (3.65e-06, 2.72e-10), "small": (2.71e-06, 7.23e-11), "large": (0.00e+00, 1.26e-10), "huge": (0.00e+00, 1.46e-10)},
+            "linear": {"tiny": (3.65e-06, 2.63e-10), "small": (2.74e-06, 7.19e-11), "large": (0.00e+00, 1.25e-10), "huge": (0.00e+00, 1.50e-10)},
         },
         "scatter": {
-            "binomial": {"small": (1.99e-05, 1.08e-10), "large": (0.00e+00, 1.10e-10), "huge": (0.00e+00, 1.71e-10)},
-            "linear": {"small": (1.85e-05, 1.08e-10), "large": (0.00e+00, 1.12e-10), "huge": (0.00e+00, 1.65e-10)},
+            "binomial": {"tiny": (4.06e-06, 4.94e-10), "small": (6.77e-06, 4.68e-11), "large": (6.71e-05, 5.90e-11), "huge": (0.00e+00, 1.15e-10)},
+            "linear": {"tiny": (4.04e-06, 4.87e-10), "small": (6.81e-06, 4.67e-11), "large": (4.24e-05, 6.91e-11), "huge": (0.00e+00, 1.16e-10)},
         },
         "alltoall": {
-            "pairwise": {"small": (8.13e-06, 1.52e-10), "large": (0.00e+00, 1.41e-10), "huge": (0.00e+00, 2.21e-10)},
+            "pairwise": {"tiny": (6.20e-06, 4.44e-10), "small": (7.57e-06, 7.58e-11), "large": (0.00e+00, 9.29e-11), "huge": (0.00e+00, 1.82e-10)},
         },
         "scan": {"recursive_doubling": {"small": (3.0e-06, 1.0e-10), "large": (1.0e-05, 2.0e-10),
                                         "huge": (1.0e-05, 2.0e-10)},
@@ -135,7 +158,7 @@ DEFAULT_PARAMS = {
 
 for _algorithms in DEFAULT_PARAMS["algorithms"].values():
     for _pieces in _algorithms.values():
-        _pieces["tiny"] = _pieces["small"]
+        _pieces.setdefault("tiny", _pieces["small"])         # scan, barrier
 
 
 def gamma(params, dtype: str | None = None) -> float:
@@ -218,8 +241,25 @@ def segment(collective: str, algorithm: str, n: int, p: int, settings) -> int:
         best = int(min(MAX_PIPELINE_SEGMENT, max(MIN_PIPELINE_SEGMENT, best)))
         return best - best % 64                 # a multiple of every itemsize
     if REGISTRY[collective][algorithm].reduce_bytes(max(n, 1), max(p, 2)) > 0:
-        return REDUCE_SEGMENT
+        return (settings.params or DEFAULT_PARAMS).get("reduce_segment", REDUCE_SEGMENT)
     return WHOLE
+
+
+def choose_reduce_segment(times: dict) -> int:
+    """The reduction segment a calibration keeps (Note [Reduction
+    segments]). *times* maps each candidate segment to {case: seconds},
+    the same cases for every candidate. Each candidate scores the mean over
+    cases of its time relative to the fastest candidate's; the smallest
+    candidate within SEGMENT_TIE of the best score wins."""
+    candidates = sorted(times)
+    cases = sorted(set.intersection(*(set(times[c]) for c in candidates))) if candidates else []
+    if not cases:
+        raise ValueError("choose_reduce_segment needs the same timed cases for every candidate")
+    fastest = {case: min(times[c][case] for c in candidates) for case in cases}
+    score = {c: sum(times[c][case] / fastest[case] for case in cases) / len(cases)
+             for c in candidates}
+    best = min(score.values())
+    return next(c for c in candidates if score[c] <= best * (1 + SEGMENT_TIE))
 
 
 def check_settings(settings) -> None:
@@ -275,8 +315,16 @@ def merge_params(params):
     its default), or None if it is not a calibration."""
     if not isinstance(params, dict) or not isinstance(params.get("algorithms"), dict):
         return None
+    # Its (alpha, beta) were fitted with its segment: a calibration from
+    # before reduce_segment was measured keeps the 1 MiB it was made with.
+    segment = params.get("reduce_segment", LEGACY_REDUCE_SEGMENT)
+    if not (type(segment) is int and 1 <= segment <= WHOLE):
+        log.warning("calibration has reduce_segment=%r, not a byte count: %d applies",
+                    segment, REDUCE_SEGMENT)
+        segment = REDUCE_SEGMENT
     merged = {"gamma": float(params.get("gamma", DEFAULT_PARAMS["gamma"])),
               "kernel_cost": {**DEFAULT_PARAMS["kernel_cost"], **params.get("kernel_cost", {})},
+              "reduce_segment": segment,
               "algorithms": {c: dict(algs) for c, algs in DEFAULT_PARAMS["algorithms"].items()}}
     for collective, algs in params["algorithms"].items():
         for name, pieces in algs.items():

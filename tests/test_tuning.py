@@ -55,6 +55,45 @@ def test_override_and_segment_rules():
     assert tuning.segment("allreduce", "ring", 1 << 24, 4, Settings(segment_bytes=256)) == 256
 
 
+def test_reduction_segment_is_the_calibrations():
+    """Note [Reduction segments]: reductions cut their transfers at the
+    calibration's reduce_segment; data movement stays whole; a calibration
+    from before the segment was measured keeps the 1 MiB it was made with."""
+    plain = Settings()
+    assert tuning.DEFAULT_PARAMS["reduce_segment"] == tuning.REDUCE_SEGMENT
+    algorithms = {"allreduce": {"ring": {"small": [1e-6, 2e-10], "large": [2e-6, 1e-10]}}}
+    tuned = Settings(params=tuning.merge_params({"reduce_segment": 4 << 20, "algorithms": algorithms}))
+    legacy = Settings(params=tuning.merge_params({"algorithms": algorithms}))
+    broken = Settings(params=tuning.merge_params({"reduce_segment": "big", "algorithms": algorithms}))
+    for collective, algorithm in (("allreduce", "ring"), ("allreduce", "recursive_doubling"),
+                                  ("reduce", "binomial"), ("reduce_scatter", "ring")):
+        assert tuning.segment(collective, algorithm, 1 << 26, 4, plain) == tuning.REDUCE_SEGMENT
+        assert tuning.segment(collective, algorithm, 1 << 26, 4, tuned) == 4 << 20
+        assert tuning.segment(collective, algorithm, 1 << 26, 4, legacy) == tuning.LEGACY_REDUCE_SEGMENT
+        assert tuning.segment(collective, algorithm, 1 << 26, 4, broken) == tuning.REDUCE_SEGMENT
+    assert tuning.segment("allgather", "ring", 1 << 26, 4, tuned) == tuning.WHOLE
+    # PYCOLL_SEGMENT_BYTES overrides a calibration too.
+    assert tuning.segment("allreduce", "ring", 1 << 26, 4,
+                          Settings(segment_bytes=256, params=tuned.params)) == 256
+
+
+def test_choose_reduce_segment_takes_the_smallest_of_the_fastest():
+    cases = ("allreduce ring 4194304", "reduce binomial 16777216")
+    one_mib, four, sixteen = 1 << 20, 4 << 20, 16 << 20
+    # 16 MiB is fastest on both cases: it wins.
+    times = {one_mib: dict(zip(cases, (1.3, 1.2))), four: dict(zip(cases, (1.1, 1.1))),
+             sixteen: dict(zip(cases, (1.0, 1.0)))}
+    assert tuning.choose_reduce_segment(times) == sixteen
+    # 4 MiB within SEGMENT_TIE of 16 MiB: the smaller segment (less scratch) wins.
+    times[four] = dict(zip(cases, (1.0, 1.0 + tuning.SEGMENT_TIE / 2)))
+    assert tuning.choose_reduce_segment(times) == four
+    # Scores are relative per case: a large case does not drown a small one.
+    times = {one_mib: {"a": 1.0, "b": 100.0}, four: {"a": 2.0, "b": 99.0}}
+    assert tuning.choose_reduce_segment(times) == one_mib
+    with pytest.raises(ValueError, match="same timed cases"):
+        tuning.choose_reduce_segment({one_mib: {"a": 1.0}, four: {"b": 1.0}})
+
+
 def test_every_algorithm_has_default_parameters():
     for collective, names in ALGORITHMS.items():
         for name in names:
@@ -126,20 +165,33 @@ def test_kernel_gamma_is_a_cost_per_byte():
 @pytest.mark.mpi
 def test_calibration_writes_a_cache_the_communicator_loads(tmp_path, monkeypatch):
     out = tmp_path / "tune.json"
-    proc = launch(2, ["-m", "pycoll.tune", "--sizes", "8,1K,2M", "--collectives", "allreduce,allgather",
-                      "--budget", "0.002", "--out", out], timeout=240)
+    proc = launch(2, ["-m", "pycoll.tune", "--sizes", "8,1K,64K", "--collectives", "allreduce,allgather",
+                      "--segments", "4K,1M", "--budget", "0.002", "--out", out], timeout=240,
+                  env={"PYCOLL_SEGMENT_BYTES": None})
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["p"] == 2 and set(data["params"]["algorithms"]) == {"allreduce", "allgather"}
     assert "measured" in proc.stdout and "model" in proc.stdout
+    # The segment was chosen from both candidates, timed on the same cases
+    # (only 64K is larger than the smaller one).
+    segments = data["segments"]
+    assert set(segments) == {"4096", "1048576"} and segments["4096"].keys() == segments["1048576"].keys()
+    assert {case.split()[-1] for case in segments["4096"]} == {"65536"}
+    assert data["params"]["reduce_segment"] == tuning.choose_reduce_segment(
+        {int(c): cases for c, cases in segments.items()})
     # Where Communicators look for (this machine, this MPI, p = 2): copy it there.
     monkeypatch.setenv("PYCOLL_TUNE_DIR", str(tmp_path / "cache"))
     cache = tuning.cache_path(data["mpi"], 2)
     cache.parent.mkdir()
     cache.write_text(out.read_text())
     # one os.write per rank: print() lines from two ranks can interleave
-    proc = launch(2, ["-c", "import os, pycoll; c = pycoll.Communicator(); "
-                            "os.write(1, f\"GAMMA {c.settings.params['gamma']}\\n\".encode())"],
-                  timeout=120, env={"PYCOLL_TUNE_DIR": str(tmp_path / "cache")})
+    proc = launch(2, ["-c", "import os, numpy as np, pycoll; c = pycoll.Communicator(); "
+                            "c.allreduce(np.ones(1 << 16, np.float32), algorithm='ring'); "
+                            "plan, = c._plans.values(); "
+                            "os.write(1, f\"GAMMA {c.settings.params['gamma']} "
+                            "SEGMENT {plan.channel.segment}\\n\".encode())"],
+                  timeout=120, env={"PYCOLL_TUNE_DIR": str(tmp_path / "cache"),
+                                    "PYCOLL_SEGMENT_BYTES": None})
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.count(f"GAMMA {data['params']['gamma']}") == 2
+    assert proc.stdout.count(f"GAMMA {data['params']['gamma']} "
+                             f"SEGMENT {data['params']['reduce_segment']}") == 2
