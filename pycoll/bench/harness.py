@@ -346,7 +346,14 @@ def measure_all(spec, benches, cases, comm, native, MPI, args) -> dict:
     over args.rounds rounds of args.iters iterations (more with -T, where
     those take under args.round_us), the cases taking turns within every
     round; its time is the median round (the largest over ranks of the mean
-    iteration)."""
+    iteration).
+
+    The turns rotate: round k starts k cases further on, so that no case
+    always follows the same one. A case timed right after a larger one pays
+    for that one's sweep through the caches: with -E, whichever half type
+    followed float32 took 1.4-2x the time it took in the next place
+    (float16 at 1M elements 317-373 us second, 207-262 third; bfloat16
+    393-401 and 173-223)."""
     calls = {}
     for case in cases:
         name, algorithm, inplace = case
@@ -373,8 +380,10 @@ def measure_all(spec, benches, cases, comm, native, MPI, args) -> dict:
             each = native.allreduce((time.perf_counter() - start) / (args.warmup_iters - 1),
                                     op=MPI.MAX)
             iters[case] = max(args.iters, min(MAX_ITERS, math.ceil(args.round_us * 1e-6 / max(each, 1e-9))))
-    for _ in range(args.rounds):
-        for case, (bench, call) in calls.items():
+    turns = list(calls.items())
+    for k in range(args.rounds):
+        first = k % len(turns) if turns else 0
+        for case, (bench, call) in turns[first:] + turns[:first]:
             bench.fill()
             native.Barrier()
             start = time.perf_counter()
