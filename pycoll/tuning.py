@@ -16,8 +16,8 @@ a line put 5-30% errors at 8 B and 16 KiB and swapped the order of
 algorithms 5% apart). Up to SPLIT (1 MiB, a core's L2 cache here) a
 vector reduces in cache ("small"); above it, from the last-level cache
 ("large");
-above HUGE an algorithm's buffers (input, output, received) outgrow the
-last-level cache and every byte comes from memory ("huge": recursive
+above HUGE the buffers (input, output, received) of the ranks sharing a
+node outgrow its last-level cache and every byte comes from memory ("huge": recursive
 doubling, which moves and reduces the whole vector, costs nearly twice as
 much per byte there as at 4 MiB, the ring a third more). One pair for all of
 that mispredicts. gamma is the reduction kernel's time per byte, measured,
@@ -83,8 +83,12 @@ SPLIT = 1 << 20
 # Up to this many bytes the "tiny" regime: MPICH and Open MPI send eagerly.
 TINY = 16 << 10
 # Above this many bytes of vector (block, for block collectives) the
-# "huge" regime: three such buffers no longer fit this machine's 32 MiB L3.
-HUGE = 8 << 20
+# "huge" regime: the ranks of a node share its last-level cache, and two
+# ranks' input, output and received buffers (6 x 4 MiB) fit this
+# machine's 32 MiB L3 but not at 8 MiB. Both calibrations at p = 2 show the
+# step there: recursive doubling allreduce 109 -> 187 us/MiB from 4 to
+# 8 MiB on MPICH, 80 -> 224 on Open MPI.
+HUGE = 4 << 20
 REGIMES = ("tiny", "small", "large", "huge")
 MIN_PIPELINE_SEGMENT, MAX_PIPELINE_SEGMENT = 64 << 10, 4 << 20
 WHOLE = 1 << 30
@@ -107,44 +111,44 @@ CALL_ALPHA = 5e-6
 # reduction segment it chose and (alpha s, beta s/B) per algorithm and
 # regime. scan and barrier have no target and are not calibrated.
 DEFAULT_PARAMS = {
-    "gamma": 1.79e-11,
+    "gamma": 1.8e-11,
     "reduce_segment": REDUCE_SEGMENT,
-    "kernel_cost": {'float32': 1.0, 'float64': 1.035, 'float16': 1.615, 'bfloat16': 1.289, 'int32': 0.998, 'complex64': 1.015},
+    "kernel_cost": {'float32': 1.0, 'float64': 1.025, 'float16': 1.589, 'bfloat16': 1.226, 'int32': 1.015, 'complex64': 1.039},
     "algorithms": {
         "allreduce": {
-            "ring": {"tiny": (5.21e-06, 4.92e-10), "small": (7.19e-06, 1.13e-10), "large": (0.00e+00, 1.13e-10), "huge": (1.95e-04, 8.54e-11)},
-            "recursive_doubling": {"tiny": (2.38e-06, 2.30e-10), "small": (3.92e-06, 7.96e-11), "large": (0.00e+00, 7.71e-11), "huge": (3.05e-05, 1.19e-10)},
-            "rabenseifner": {"tiny": (5.59e-06, 5.08e-10), "small": (7.89e-06, 1.11e-10), "large": (0.00e+00, 1.16e-10), "huge": (1.89e-04, 8.52e-11)},
-            "tree": {"tiny": (1.65e-06, 4.29e-10), "small": (3.58e-06, 1.70e-10), "large": (0.00e+00, 2.06e-10), "huge": (1.63e-04, 1.61e-10)},
+            "ring": {"tiny": (5.39e-06, 5.18e-10), "small": (6.84e-06, 1.29e-10), "large": (1.11e-06, 1.28e-10), "huge": (2.17e-04, 1.03e-10)},
+            "recursive_doubling": {"tiny": (2.49e-06, 2.50e-10), "small": (9.01e-07, 9.28e-11), "large": (0.00e+00, 9.48e-11), "huge": (2.86e-05, 1.51e-10)},
+            "rabenseifner": {"tiny": (5.81e-06, 5.24e-10), "small": (7.34e-06, 1.19e-10), "large": (5.93e-05, 7.19e-11), "huge": (1.62e-04, 1.03e-10)},
+            "tree": {"tiny": (1.74e-06, 4.63e-10), "small": (1.03e-06, 1.91e-10), "large": (1.19e-04, 1.22e-10), "huge": (4.53e-04, 1.71e-10)},
         },
         "broadcast": {
-            "binomial": {"tiny": (3.60e-06, 2.29e-10), "small": (5.69e-06, 2.52e-11), "large": (0.00e+00, 7.74e-11), "huge": (2.82e-05, 6.27e-11)},
-            "scatter_allgather": {"tiny": (8.37e-06, 4.83e-10), "small": (1.16e-05, 9.20e-11), "large": (0.00e+00, 1.25e-10), "huge": (2.40e-04, 6.31e-11)},
-            "pipeline": {"tiny": (3.59e-06, 2.34e-10), "small": (5.66e-06, 2.55e-11), "large": (0.00e+00, 8.29e-11), "huge": (3.45e-05, 6.31e-11)},
+            "binomial": {"tiny": (3.53e-06, 2.40e-10), "small": (4.04e-06, 3.34e-11), "large": (0.00e+00, 4.13e-11), "huge": (2.20e-04, 4.56e-11)},
+            "scatter_allgather": {"tiny": (8.19e-06, 4.92e-10), "small": (9.38e-06, 6.15e-11), "large": (0.00e+00, 5.42e-11), "huge": (1.19e-05, 7.29e-11)},
+            "pipeline": {"tiny": (3.55e-06, 2.37e-10), "small": (3.98e-06, 3.34e-11), "large": (0.00e+00, 4.15e-11), "huge": (2.31e-04, 4.68e-11)},
         },
         "reduce": {
-            "binomial": {"tiny": (1.80e-06, 1.98e-10), "small": (4.07e-06, 5.56e-11), "large": (0.00e+00, 7.57e-11), "huge": (0.00e+00, 1.03e-10)},
-            "rabenseifner": {"tiny": (5.41e-06, 4.48e-10), "small": (8.53e-06, 6.11e-11), "large": (0.00e+00, 1.22e-10), "huge": (0.00e+00, 1.02e-10)},
+            "binomial": {"tiny": (1.60e-06, 1.78e-10), "small": (1.76e-06, 2.98e-11), "large": (8.97e-05, 2.69e-11), "huge": (0.00e+00, 1.10e-10)},
+            "rabenseifner": {"tiny": (5.00e-06, 3.62e-10), "small": (6.58e-06, 5.16e-11), "large": (0.00e+00, 8.17e-11), "huge": (0.00e+00, 1.33e-10)},
         },
         "allgather": {
-            "ring": {"tiny": (4.12e-06, 4.51e-10), "small": (8.24e-06, 5.38e-11), "large": (0.00e+00, 1.19e-10), "huge": (0.00e+00, 1.69e-10)},
-            "recursive_doubling": {"tiny": (4.11e-06, 4.49e-10), "small": (8.21e-06, 5.41e-11), "large": (0.00e+00, 1.18e-10), "huge": (0.00e+00, 1.64e-10)},
-            "bruck": {"tiny": (1.01e-05, 4.81e-10), "small": (1.39e-05, 1.03e-10), "large": (0.00e+00, 2.08e-10), "huge": (0.00e+00, 3.13e-10)},
+            "ring": {"tiny": (3.66e-06, 3.85e-10), "small": (4.88e-06, 5.11e-11), "large": (0.00e+00, 1.13e-10), "huge": (0.00e+00, 2.90e-10)},
+            "recursive_doubling": {"tiny": (3.67e-06, 3.81e-10), "small": (5.01e-06, 4.95e-11), "large": (0.00e+00, 1.10e-10), "huge": (0.00e+00, 2.72e-10)},
+            "bruck": {"tiny": (9.47e-06, 4.66e-10), "small": (1.12e-05, 1.02e-10), "large": (0.00e+00, 2.61e-10), "huge": (4.97e-04, 5.62e-10)},
         },
         "reduce_scatter": {
-            "ring": {"tiny": (2.28e-06, 4.06e-10), "small": (5.89e-06, 3.39e-11), "large": (0.00e+00, 7.81e-11), "huge": (0.00e+00, 1.21e-10)},
-            "recursive_halving": {"tiny": (2.28e-06, 3.98e-10), "small": (5.80e-06, 3.42e-11), "large": (0.00e+00, 8.25e-11), "huge": (0.00e+00, 1.89e-10)},
+            "ring": {"tiny": (1.92e-06, 2.76e-10), "small": (2.77e-06, 4.02e-11), "large": (0.00e+00, 9.23e-11), "huge": (0.00e+00, 1.93e-10)},
+            "recursive_halving": {"tiny": (1.96e-06, 2.72e-10), "small": (2.63e-06, 4.14e-11), "large": (0.00e+00, 9.13e-11), "huge": (0.00e+00, 3.19e-10)},
         },
         "gather": {
-            "binomial": {"tiny": (3.65e-06, 2.72e-10), "small": (2.71e-06, 7.23e-11), "large": (0.00e+00, 1.26e-10), "huge": (0.00e+00, 1.46e-10)},
-            "linear": {"tiny": (3.65e-06, 2.63e-10), "small": (2.74e-06, 7.19e-11), "large": (0.00e+00, 1.25e-10), "huge": (0.00e+00, 1.50e-10)},
+            "binomial": {"tiny": (3.45e-06, 2.52e-10), "small": (4.68e-06, 5.23e-11), "large": (0.00e+00, 9.91e-11), "huge": (0.00e+00, 1.30e-10)},
+            "linear": {"tiny": (3.44e-06, 2.52e-10), "small": (4.64e-06, 5.19e-11), "large": (0.00e+00, 9.71e-11), "huge": (0.00e+00, 1.36e-10)},
         },
         "scatter": {
-            "binomial": {"tiny": (4.06e-06, 4.94e-10), "small": (6.77e-06, 4.68e-11), "large": (6.71e-05, 5.90e-11), "huge": (0.00e+00, 1.15e-10)},
-            "linear": {"tiny": (4.04e-06, 4.87e-10), "small": (6.81e-06, 4.67e-11), "large": (4.24e-05, 6.91e-11), "huge": (0.00e+00, 1.16e-10)},
+            "binomial": {"tiny": (3.61e-06, 4.28e-10), "small": (8.34e-06, 4.75e-11), "large": (4.46e-05, 7.40e-11), "huge": (0.00e+00, 9.96e-11)},
+            "linear": {"tiny": (3.62e-06, 4.31e-10), "small": (8.40e-06, 4.73e-11), "large": (4.30e-05, 7.16e-11), "huge": (0.00e+00, 9.99e-11)},
         },
         "alltoall": {
-            "pairwise": {"tiny": (6.20e-06, 4.44e-10), "small": (7.57e-06, 7.58e-11), "large": (0.00e+00, 9.29e-11), "huge": (0.00e+00, 1.82e-10)},
+            "pairwise": {"tiny": (5.54e-06, 3.77e-10), "small": (7.44e-06, 8.98e-11), "large": (0.00e+00, 1.10e-10), "huge": (0.00e+00, 1.82e-10)},
         },
         "scan": {"recursive_doubling": {"small": (3.0e-06, 1.0e-10), "large": (1.0e-05, 2.0e-10),
                                         "huge": (1.0e-05, 2.0e-10)},
