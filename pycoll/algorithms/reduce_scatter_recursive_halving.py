@@ -50,8 +50,16 @@ def run(t):
         partner = fold.real(v ^ mask)
         mid = (lo + hi) // 2
         keep, give = ((lo, mid), (mid, hi)) if not v & mask else ((mid, hi), (lo, mid))
+        # The last step keeps virtual block v. Where that is this rank's
+        # block alone, it is reduced straight into the result, as the ring
+        # does (not into data and then copied: at p = 2 and 8 MiB blocks
+        # the copy made this 1.4-1.6x the ring's time).
+        last = mask == 1 and r >= 2 * fold.rem
         ch.sendrecv_reduce(virtual_view(mine, *give), partner, virtual_view(mine, *keep), partner,
-                           received_left=partner < r, out=virtual_view(data, *keep))
+                           received_left=partner < r,
+                           out=t.out if last else virtual_view(data, *keep))
+        if last:
+            return
         mine = data
         lo, hi = keep
         mask >>= 1
