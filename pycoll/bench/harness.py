@@ -339,6 +339,26 @@ def report(table, spec, case: dict, algorithms, results) -> list:
 MAX_ITERS = 100_000
 
 
+def balanced_order(n: int, k: int) -> list:
+    """Round k's order of n cases: row k of a balanced Latin square
+    (Williams' design). Over n rounds (2n when n is odd) every case takes
+    every place once (twice), and directly follows every other case equally
+    often. A case timed right after a larger one pays for that one's sweep
+    through the caches: with -E and the order float32, float16, bfloat16
+    kept fixed, whichever half type came second took 1.4-2x its time in
+    third place (1M elements, MPICH, p = 2: float16 317-373 us second,
+    207-262 third; bfloat16 393-401 and 173-223); rotating that order
+    every round keeps float16 after float32 and kept float16 1.2-1.35x
+    bfloat16's time. The first row is 0, 1, n-1, 2, n-2, ...; row k adds k
+    to each entry (mod n), reversed in every other block of n rows when n
+    is odd."""
+    first = [0 if i == 0 else (i + 1) // 2 if i % 2 else n - i // 2 for i in range(n)]
+    row = [(c + k) % n for c in first]
+    if n % 2 and (k // n) % 2:
+        row.reverse()
+    return row
+
+
 def measure_all(spec, benches, cases, comm, native, MPI, args) -> dict:
     """{(dtype name, algorithm, inplace): (time s, algbw, busbw, #wrong,
     iterations per round) or None} at one size. benches maps a dtype name
@@ -348,12 +368,9 @@ def measure_all(spec, benches, cases, comm, native, MPI, args) -> dict:
     round; its time is the median round (the largest over ranks of the mean
     iteration).
 
-    The turns rotate: round k starts k cases further on, so that no case
-    always follows the same one. A case timed right after a larger one pays
-    for that one's sweep through the caches: with -E, whichever half type
-    followed float32 took 1.4-2x the time it took in the next place
-    (float16 at 1M elements 317-373 us second, 207-262 third; bfloat16
-    393-401 and 173-223)."""
+    Round k takes the turns in the order of balanced_order(n, k), so that
+    every case follows every other one equally often: a case timed right
+    after a larger one pays for that one's sweep through the caches."""
     calls = {}
     for case in cases:
         name, algorithm, inplace = case
@@ -382,8 +399,8 @@ def measure_all(spec, benches, cases, comm, native, MPI, args) -> dict:
             iters[case] = max(args.iters, min(MAX_ITERS, math.ceil(args.round_us * 1e-6 / max(each, 1e-9))))
     turns = list(calls.items())
     for k in range(args.rounds):
-        first = k % len(turns) if turns else 0
-        for case, (bench, call) in turns[first:] + turns[:first]:
+        for i in balanced_order(len(turns), k):
+            case, (bench, call) = turns[i]
             bench.fill()
             native.Barrier()
             start = time.perf_counter()
