@@ -98,7 +98,8 @@ def time_segments(world, candidates: list, sizes: list, budget: float, barrier, 
                     continue
                 bench = Bench(spec, np.float32, count, p, rank, 0, Op.SUM)
                 bench.fill()
-                calls = {segment: (lambda c=comms[segment], b=bench, a=name: spec.run(b, c, a, False))
+                calls = {segment: (lambda c=comms[segment], b=bench, a=name:
+                                   spec.run(b, c, a, False))
                          for segment in candidates}
                 for segment, t in measure(calls, barrier, reduce_max, budget).items():
                     times[segment][f"{collective} {name} {size}"] = t
@@ -112,7 +113,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pycoll.tune", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="8,1K,4K,16K,64K,256K,1M,2M,4M,8M,16M,64M")
     parser.add_argument("--collectives", default=",".join(COLLECTIVES))
-    parser.add_argument("--segments", default=",".join(f"{s >> 20}M" for s in tuning.REDUCE_SEGMENTS))
+    parser.add_argument("--segments",
+                        default=",".join(f"{s >> 20}M" for s in tuning.REDUCE_SEGMENTS))
     parser.add_argument("--out", default=None)
     parser.add_argument("--budget", type=float, default=0.02)
     args = parser.parse_args(argv)

@@ -17,12 +17,14 @@ algorithms 5% apart). Up to SPLIT (1 MiB, a core's L2 cache here) a
 vector reduces in cache ("small"); above it, from the last-level cache
 ("large");
 above HUGE the buffers (input, output, received) of the ranks sharing a
-node outgrow its last-level cache and every byte comes from memory ("huge": recursive
-doubling, which moves and reduces the whole vector, costs nearly twice as
-much per byte there as at 4 MiB, the ring a third more). One pair for all of
+node outgrow its last-level cache and every byte comes from memory
+("huge": recursive doubling, which moves and reduces the whole vector,
+costs nearly twice as much per byte there as at 4 MiB). One pair for all of
 that mispredicts. gamma is the reduction kernel's time per byte, measured,
 not fitted: for float32, times the dtype's ``kernel_cost`` (a bfloat16 byte
-costs about 1.3 float32 bytes here, a float16 byte 1.6). At p = 2 the
+costs about 1.2-1.3 float32 bytes here, a float16 byte 1.4-1.6; in some
+phases of this shared host, lasting whole launches, 1.5-1.8 and 2.3-3.0,
+and a calibration made then keeps those). At p = 2 the
 bytes sent and the bytes reduced are proportional, so a fit could not tell
 beta from gamma; the kernel benchmark can.
 
@@ -106,10 +108,11 @@ PIECE_ALPHA = 2e-5
 CALL_ALPHA = 5e-6
 
 # The fit of `python -m pycoll.tune` on the project's machine (2 cores,
-# MPICH 5.0.2, p = 2, 2026-11-23, the code that added reduce_segment): gamma (s per
-# reduced float32 byte), each dtype's kernel cost relative to float32, the
-# reduction segment it chose and (alpha s, beta s/B) per algorithm and
-# regime. scan and barrier have no target and are not calibrated.
+# MPICH 5.0.2, p = 2, 2026-11-23, with reduce_segment and the huge regime
+# from 4 MiB): gamma (s per reduced float32 byte), each dtype's kernel cost
+# relative to float32, the reduction segment it chose and (alpha s,
+# beta s/B) per algorithm and regime. scan and barrier have no target and
+# are not calibrated.
 DEFAULT_PARAMS = {
     "gamma": 1.8e-11,
     "reduce_segment": REDUCE_SEGMENT,

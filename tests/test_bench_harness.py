@@ -60,7 +60,8 @@ def test_rounds_take_the_balanced_orders():
     right after a larger one pays for its cache sweep)."""
     rec = Recorder()
     names = ("float32", "float16", "bfloat16")
-    benches = {name: (SimpleNamespace(name=name, p=1, fill=lambda: None), None, 64) for name in names}
+    benches = {name: (SimpleNamespace(name=name, p=1, fill=lambda: None), None, 64)
+               for name in names}
     cases = [(name, "auto", False) for name in names]
     args = SimpleNamespace(rounds=7, iters=1, warmup_iters=0, round_us=0, check=0)
     results = measure_all(rec, benches, cases, None, rec, rec, args)
