@@ -323,7 +323,8 @@ def fusion_section() -> list:
             def m(part, key):
                 return med([r[part][key] for r in runs])
             small, resnet = first["small"], first["resnet50"]
-            lines += [f"**{first['mpi']}, p = {first['p']}** (medians of {len(runs)} runs of "
+            # Open MPI's short name ends in a comma ("Open MPI v5.0.11,").
+            lines += [f"**{first['mpi'].rstrip(',')}, p = {first['p']}** (medians of {len(runs)} runs of "
                       f"`mpiexec -n {first['p']} python bench/bench_fusion.py`; times in ms):", "",
                       "| case | fused | against | ratio | target | |", "|---|---:|---|---:|---|---|"]
             speedup = m("small", "speedup")
