@@ -1,12 +1,13 @@
-"""Small-message allreduce (reduce, gather, scatter, reduce_scatter) time,
-pycoll against native MPI, in alternating bursts.
+"""Small-message collective time, pycoll against native MPI, in alternating
+bursts.
 
-    mpiexec -n 2 python bench/latency.py [--collective reduce|gather|scatter|reduce_scatter]
+    mpiexec -n 2 python bench/latency.py [--collective allreduce|reduce|broadcast|gather|
+                                          scatter|allgather|reduce_scatter|alltoall]
                                          [--bytes 8] [--rounds 25] [--json FILE]
 
---bytes is the vector of allreduce and reduce, one rank's block of gather,
-scatter and reduce_scatter (root 0; the result and out= buffers reused on
-every call).
+--bytes is the vector of allreduce, reduce and broadcast, one rank's block
+of gather, scatter, allgather, reduce_scatter and alltoall (root 0; the
+result and out= buffers reused on every call).
 
 At 8 bytes a call takes a microsecond or two and a shared machine's noise
 is larger than the difference being measured, so native and pycoll take
@@ -28,8 +29,9 @@ import pycoll
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--collective", choices=("allreduce", "reduce", "gather", "scatter",
-                                                            "reduce_scatter"), default="allreduce")
+    parser.add_argument("--collective", default="allreduce",
+                        choices=("allreduce", "reduce", "broadcast", "gather", "scatter",
+                                 "allgather", "reduce_scatter", "alltoall"))
     parser.add_argument("--bytes", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=25)
     parser.add_argument("--calls", type=int, default=2000)
@@ -57,6 +59,16 @@ def main() -> int:
     elif args.collective == "reduce_scatter":
         native = lambda: world.Reduce_scatter_block(whole, y)   # noqa: E731
         mine = lambda: comm.reduce_scatter(whole, out=y)        # noqa: E731
+    elif args.collective == "broadcast":
+        native = lambda: world.Bcast(x, root=0)                 # noqa: E731
+        mine = lambda: comm.broadcast(x, root=0)                # noqa: E731
+    elif args.collective == "allgather":
+        native = lambda: world.Allgather(x, whole)              # noqa: E731
+        mine = lambda: comm.allgather(x, out=whole)             # noqa: E731
+    elif args.collective == "alltoall":
+        other = np.empty_like(whole)
+        native = lambda: world.Alltoall(whole, other)           # noqa: E731
+        mine = lambda: comm.alltoall(whole, out=other)          # noqa: E731
     elif args.collective == "reduce":
         native = lambda: world.Reduce(x, y, root=0)             # noqa: E731
         mine = lambda: comm.reduce(x, root=0, out=y)            # noqa: E731

@@ -5,8 +5,9 @@
 At small sizes the Python around an MPI call is most of its cost: mpi4py's
 ``Sendrecv`` spends about 0.6 us parsing its arguments, as long as the
 message itself takes with Open MPI. This module calls ``MPI_Send``,
-``MPI_Recv`` and ``MPI_Sendrecv`` directly, and ``MPI_Isend``,
-``MPI_Irecv`` and ``MPI_Wait`` for a sendrecv that copies meanwhile.
+``MPI_Recv`` and ``MPI_Sendrecv`` directly, ``MPI_Isend``,
+``MPI_Irecv`` and ``MPI_Wait`` for a sendrecv that copies meanwhile, and
+``MPI_Get_count`` for the length of a broadcast header it forwards.
 
 pycoll is not built against any one MPI: mpi4py chooses MPICH or Open MPI at
 run time, and so must pycoll. So the functions are looked up by name in the
@@ -29,9 +30,10 @@ forces the latter.
 ``Lane`` is the small-message lane of an allreduce or reduce plan: the
 algorithm's schedule (pycoll/algorithms/_schedule.py) interpreted in C, with
 these calls and the reduction kernels, when the whole vector is one message;
-``ReduceScatterLane`` the ring reduce-scatter's steps, when every block is.
-``allreduce``, ``reduce`` and ``reduce_scatter`` are the entries every such
-call tries first;
+``ReduceScatterLane`` the ring reduce-scatter's steps, when every block is;
+``BroadcastLane`` a broadcast's tree edges, header and data.
+``allreduce``, ``reduce``, ``reduce_scatter`` and ``broadcast`` are the
+entries every such call tries first;
 they answer None (``reduce``: NOT_TAKEN, since None is its result off the
 root) whenever the call is not the plain case (no plan yet, non-contiguous
 input, an out the Python path must check or write back), and the Python
@@ -40,7 +42,7 @@ tags, so ranks taking different paths in one call still meet.
 """
 
 from libc.stdint cimport intptr_t, uintptr_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 
 import numpy as np
@@ -66,6 +68,7 @@ ctypedef int (*irecv_fn)(void *buf, int count, handle_t dtype, int source, int t
 ctypedef int (*wait_fn)(void *request, void *status) noexcept nogil
 ctypedef int (*comm_rank_fn)(handle_t comm, int *rank) noexcept nogil
 ctypedef int (*type_size_fn)(handle_t dtype, int *size) noexcept nogil
+ctypedef int (*get_count_fn)(const void *status, handle_t dtype, int *count) noexcept nogil
 
 cdef send_fn c_send = NULL
 cdef recv_fn c_recv = NULL
@@ -75,6 +78,7 @@ cdef irecv_fn c_irecv = NULL
 cdef wait_fn c_wait = NULL
 cdef comm_rank_fn c_comm_rank = NULL
 cdef type_size_fn c_type_size = NULL
+cdef get_count_fn c_get_count = NULL
 cdef handle_t BYTE = 0
 cdef bint LOADED = False
 
@@ -98,6 +102,7 @@ def LOADED_FLAG() -> bool:
 def load(functions: dict, byte_handle) -> None:
     """Install the addresses of the MPI functions (name -> address)."""
     global c_send, c_recv, c_sendrecv, c_isend, c_irecv, c_wait, c_comm_rank, c_type_size
+    global c_get_count
     global BYTE, LOADED
     c_send = <send_fn><uintptr_t>functions["MPI_Send"]
     c_recv = <recv_fn><uintptr_t>functions["MPI_Recv"]
@@ -107,6 +112,7 @@ def load(functions: dict, byte_handle) -> None:
     c_wait = <wait_fn><uintptr_t>functions["MPI_Wait"]
     c_comm_rank = <comm_rank_fn><uintptr_t>functions["MPI_Comm_rank"]
     c_type_size = <type_size_fn><uintptr_t>functions["MPI_Type_size"]
+    c_get_count = <get_count_fn><uintptr_t>functions["MPI_Get_count"]
     BYTE = byte_handle
     LOADED = True
 
@@ -134,11 +140,17 @@ cdef class Transport:
         check(c_type_size(BYTE, &size), "MPI_Type_size")
         if size != 1:
             raise TransportError(f"MPI_BYTE has size {size}")
-        cdef char out = 42, back = 0
-        check(c_sendrecv(&out, 1, BYTE, rank, 0, &back, 1, BYTE, rank, 0, self.comm,
+        cdef char out = 42
+        cdef char back[2]
+        cdef int count = -1
+        back[0] = 0
+        check(c_sendrecv(&out, 1, BYTE, rank, 0, back, 2, BYTE, rank, 0, self.comm,
                          self.status), "MPI_Sendrecv")
-        if back != 42:
+        if back[0] != 42:
             raise TransportError("a byte sent to this rank came back changed")
+        check(c_get_count(self.status, BYTE, &count), "MPI_Get_count")
+        if count != 1:
+            raise TransportError(f"MPI_Get_count says {count} bytes arrived, not 1")
 
     def send(self, buf, int dest, int tag):
         cdef Py_buffer b
@@ -495,6 +507,138 @@ cdef class ReduceScatterLane:
             PyBuffer_Release(&xb)
         check(rc, "the reduce_scatter lane")
         return result
+
+
+cdef enum:
+    WORD_BYTES = 64             # the header word of broadcast and scatter (api._header)
+    MAX_CHILDREN = 64
+
+
+cdef class BroadcastLane:
+    """One repeated, plain broadcast of an array of one (dtype, shape, root,
+    algorithm) on the binomial tree (or, at p = 2, the pipeline: the same
+    single message), run in C. Per tree edge, as api._header and the
+    general path send them: the header word and the data in one message
+    when the data fits (*inline*), else the word, then the data on the next
+    tag.
+
+    Before and after (every rank passes an array of the root's shape)::
+
+        root:   x = the data      ->  x unchanged
+        others: x = anything      ->  x = the root's data
+
+    A receiver forwards the header it got, whatever it holds, before
+    comparing it with the one it expects; when they differ (the root sent
+    another signature, or an error) *rest(x, message)* takes the call on
+    from there, the general path.
+    """
+
+    cdef Transport transport
+    cdef object base, message, expected, rest
+    cdef Py_ssize_t nbytes, align, capacity
+    cdef int parent, nchildren
+    cdef int children[MAX_CHILDREN]
+    cdef bint inline
+
+    def __cinit__(self, base, Transport transport, word, int parent, children,
+                  Py_ssize_t nbytes, Py_ssize_t align, bint inline, Py_ssize_t capacity, rest):
+        if len(children) > MAX_CHILDREN:
+            raise ValueError(f"{len(children)} children: more than the lane holds")
+        if len(word) != WORD_BYTES or capacity < WORD_BYTES + (nbytes if inline else 0):
+            raise ValueError(f"a header of {len(word)} bytes in {capacity}")
+        self.base, self.transport, self.rest = base, transport, rest
+        self.parent, self.nchildren = parent, len(children)
+        for i, child in enumerate(children):
+            self.children[i] = child
+        self.nbytes, self.align, self.inline, self.capacity = nbytes, align, inline, capacity
+        self.expected = bytes(word)
+        # The root's message (the word, then the data when inline); a
+        # receiver's room for whatever header the root may send.
+        self.message = np.zeros(capacity, np.uint8)
+        self.message[:WORD_BYTES] = np.frombuffer(self.expected, np.uint8)
+
+    cdef int forward(self, const char *buf, int n, int tag) noexcept nogil:
+        cdef int i, rc = 0
+        for i in range(self.nchildren):
+            rc = c_send(buf, n, BYTE, self.children[i], tag, self.transport.comm)
+            if rc != 0:
+                break
+        return rc
+
+    cdef object call(self, x):
+        """x after the broadcast, or NOT_TAKEN (nothing sent) for an x the
+        general path must take."""
+        cdef Py_buffer xb, mb
+        cdef int rc = 0, tag, count = 0
+        cdef char *xp
+        cdef char *mp
+        cdef handle_t comm = self.transport.comm
+        cdef bint matched = True
+        try:
+            PyObject_GetBuffer(x, &xb, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        except (BufferError, ValueError, TypeError):
+            return NOT_TAKEN                # read-only or not C-contiguous
+        try:
+            xp = <char *>xb.buf
+            if xb.len != self.nbytes or <uintptr_t>xp % self.align:
+                return NOT_TAKEN
+            PyObject_GetBuffer(self.message, &mb, PyBUF_SIMPLE | PyBUF_WRITABLE)
+            try:
+                mp = <char *>mb.buf
+                tag = self.base.next_tag()
+                if self.parent < 0:
+                    with nogil:
+                        if self.inline:
+                            memcpy(mp + WORD_BYTES, xp, self.nbytes)
+                            rc = self.forward(mp, <int>(WORD_BYTES + self.nbytes), tag)
+                        else:
+                            rc = self.forward(mp, WORD_BYTES, tag)
+                    if rc == 0 and not self.inline:
+                        tag = self.base.next_tag()
+                        with nogil:
+                            rc = self.forward(xp, <int>self.nbytes, tag)
+                else:
+                    with nogil:
+                        rc = c_recv(mp, <int>self.capacity, BYTE, self.parent, tag, comm,
+                                    self.transport.status)
+                        if rc == 0:
+                            rc = c_get_count(self.transport.status, BYTE, &count)
+                        if rc == 0:
+                            rc = self.forward(mp, count, tag)
+                    matched = count == WORD_BYTES + (self.nbytes if self.inline else 0) \
+                        and memcmp(mp, <char *>self.expected, WORD_BYTES) == 0
+                    if rc == 0 and matched:
+                        if self.inline:
+                            memcpy(xp, mp + WORD_BYTES, self.nbytes)
+                        else:
+                            tag = self.base.next_tag()
+                            with nogil:
+                                rc = c_recv(xp, <int>self.nbytes, BYTE, self.parent, tag, comm,
+                                            self.transport.status)
+                                if rc == 0:
+                                    rc = self.forward(xp, <int>self.nbytes, tag)
+            finally:
+                PyBuffer_Release(&mb)
+        finally:
+            PyBuffer_Release(&xb)
+        check(rc, "the broadcast lane")
+        if not matched:
+            return self.rest(x, self.message[:count])
+        return x
+
+
+def broadcast(comm, x, root, algorithm):
+    """The lane of a repeated, plain broadcast: x, filled; NOT_TAKEN
+    (nothing sent) for any other call."""
+    if type(x) is not ndarray or comm._progress._pending:
+        return NOT_TAKEN                    # queued calls first (Note [Issue order])
+    try:
+        lane = comm._plans.get(("broadcast-lane", x.dtype, x.shape, root, algorithm))
+    except TypeError:
+        return NOT_TAKEN
+    if lane is None:
+        return NOT_TAKEN
+    return (<BroadcastLane>lane).call(x)
 
 
 def allreduce(comm, x, op, algorithm, out, accumulate):

@@ -101,7 +101,11 @@ class Communicator(CommBase):
         return _allreduce(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
     def broadcast(self, x, root=0, algorithm="auto", async_op=False, timeout=None):
-        return broadcast(x, root, self, algorithm, async_op, timeout)
+        if not async_op and timeout is None and self._lane_ready:
+            done = _broadcast_lane(self, x, root, algorithm)
+            if done is not _mpicall.NOT_TAKEN:
+                return done
+        return _broadcast(self, x, root, algorithm, async_op, timeout)
 
     def reduce(self, x, op=SUM, root=0, algorithm="auto", out=None, accumulate=None,
                async_op=False, timeout=None):
@@ -475,28 +479,74 @@ _CARRIED_ERRORS = {"TypeError": TypeError, "ValueError": ValueError}
 
 
 SHORT_DIMS = 5             # the binary header holds up to this many dimensions
-HEADER_OK, HEADER_LONG = 1, 2
+HEADER_OK, HEADER_LONG, HEADER_INLINE = 1, 2, 3
+WORD_BYTES = 64            # the header word: 8 int64
+# A broadcast of at most INLINE_BYTES on a tree carries its data in the
+# header's message (HEADER_INLINE): one message per edge instead of two.
+# Word and data then stay within 4 KiB, Open MPI's shared-memory eager limit
+# (btl_sm_eager_limit; MPICH's is larger), above which a message waits for
+# its receiver anyway.
+INLINE_BYTES = 4096 - WORD_BYTES
 
 
-def _header(c, root: int, header, deadline, collective: str) -> tuple:
-    """The root's (DType, shape), on every rank.
+def _header(c, root: int, header, deadline, collective: str, payload=None) -> tuple:
+    """The root's (DType, shape, inline data or None), on every rank.
 
-    One message of 8 int64 down a binomial tree: status, dtype code, ndim
-    and up to SHORT_DIMS dimensions. An error on the root, or more
-    dimensions, take a second, JSON message; every rank raises the root's
-    error. *header* is the root's dict from _root_header, None elsewhere.
+    One message down a binomial tree: 8 int64 (status, dtype code, ndim and
+    up to SHORT_DIMS dimensions), then, when the root passes a broadcast's
+    *payload* (uint8, at most INLINE_BYTES; _inline_broadcast), the data
+    itself. An error on the root, or more dimensions, take a second, JSON
+    message; every rank raises the root's error. *header* is the root's dict
+    from _root_header, None elsewhere. Receivers of a broadcast leave room
+    for an inline payload; scatter's header never carries one.
     """
-    word = np.zeros(8, np.int64)
+    room = WORD_BYTES + (INLINE_BYTES if collective == "broadcast" else 0)
+    message = np.zeros(room, np.uint8)
+    word = message[:WORD_BYTES].view(np.int64)
+    length = WORD_BYTES
     if c.rank == root:
         shape = header.get("shape", ())
         if "error" in header or len(shape) > SHORT_DIMS:
             word[0] = HEADER_LONG
         else:
             word[:] = _header_word(BY_NAME[header["dtype"]], shape)
+            if payload is not None:
+                word[0] = HEADER_INLINE
+                length += len(payload)
+                message[WORD_BYTES:length] = payload
     channel = Channel(c, c.next_tag())
     channel.begin(deadline, collective, "header", 1)
-    binomial_broadcast(channel, word.view(np.uint8), root, c.rank, c.size)
-    return _read_header(c, root, header, word)
+    parent, children = binomial_edges(root, c.rank, c.size)
+    if parent is not None:
+        channel.recv(message, parent)
+    sent = message[:_header_length(word)]
+    channel.wait([r for child in children for r in channel.isend(sent, child)])
+    dtype, shape = _read_header(c, root, header, word)
+    return dtype, shape, _inline_data(message, word)
+
+
+def _header_length(word) -> int:
+    """The bytes of the header message that carried *word*."""
+    if word[0] != HEADER_INLINE:
+        return WORD_BYTES
+    return WORD_BYTES + math.prod(int(d) for d in word[3:3 + int(word[2])]) \
+        * BY_CODE[int(word[1])].itemsize
+
+
+def _inline_data(message, word):
+    """The broadcast's data in a received header message, or None."""
+    return message[WORD_BYTES:_header_length(word)] if word[0] == HEADER_INLINE else None
+
+
+def _inline_broadcast(c, plan, nbytes: int) -> bool:
+    """Whether the root sends a broadcast's data inside its header: small,
+    and on the header's own tree (the binomial tree, or the pipeline at
+    p = 2: one link either way)."""
+    return 0 < nbytes <= INLINE_BYTES and _on_tree(c, plan)
+
+
+def _on_tree(c, plan) -> bool:
+    return plan.algorithm == "binomial" or (c.size == 2 and plan.algorithm == "pipeline")
 
 
 def _header_word(dtype: DType, shape) -> np.ndarray:
@@ -748,16 +798,17 @@ def broadcast(x, root=0, comm=None, algorithm="auto", async_op=False, timeout=No
         y = pycoll.broadcast(x, root=0)            # both:   [0, 1, 2]
 
     The root sends a small header (dtype and shape) first, so ranks with
-    x=None know what to allocate; a bad input on the root (read-only
-    included: broadcast is in place on every rank) raises the same error on
-    every rank. A rank whose own x does not match the root's (or is
-    read-only) still takes part, then raises.
+    x=None know what to allocate; on the binomial tree, data of at most
+    INLINE_BYTES travels inside the header's message. A bad input on the
+    root (read-only included: broadcast is in place on every rank) raises
+    the same error on every rank. A rank whose own x does not match the
+    root's (or is read-only) still takes part, then raises.
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if not async_op and timeout is None and c._lane_ready:
         done = _broadcast_lane(c, x, root, algorithm)
-        if done is not None:
-            return x
+        if done is not _mpicall.NOT_TAKEN:
+            return done
     return _broadcast(c, x, root, algorithm, async_op, timeout)
 
 
@@ -769,11 +820,15 @@ def _broadcast(c, x, root, algorithm, async_op, timeout):
 
         def run(deadline):
             if c.rank == r:
-                _header(c, r, header, deadline, "broadcast")
-                _broadcast_plan(c, msg.dtype, msg.shape, r, alg).run(data=msg.data, deadline=deadline)
+                plan = None if msg is None else _broadcast_plan(c, msg.dtype, msg.shape, r, alg)
+                inline = plan is not None and _inline_broadcast(c, plan, msg.nbytes)
+                # (an error or a long shape raises or is sent without the data)
+                _, _, sent = _header(c, r, header, deadline, "broadcast", msg.data if inline else None)
+                if sent is None:
+                    plan.run(data=msg.data, deadline=deadline)
                 return x
-            dtype, shape = _header(c, r, None, deadline, "broadcast")
-            return _broadcast_receive(c, x, r, alg, dtype, shape, deadline)
+            dtype, shape, inline = _header(c, r, None, deadline, "broadcast")
+            return _broadcast_receive(c, x, r, alg, dtype, shape, deadline, inline)
         return {"collective": "broadcast", "root": r, "algorithm": alg}, run
     return _call(c, "broadcast", async_op, timeout, prepare)
 
@@ -785,10 +840,11 @@ def _writable(x) -> None:
         raise ValueError("x is read-only; broadcast is in place on every rank, the root's x included")
 
 
-def _broadcast_receive(c, x, r, alg, dtype, shape, deadline):
+def _broadcast_receive(c, x, r, alg, dtype, shape, deadline, inline=None):
     """A non-root's part once the header is known: receive (and forward)
-    the root's data into x, or into a new array; x that does not match the
-    root's array still takes part (into a scratch array), then raises."""
+    the root's data into x, or into a new array, or copy it from the
+    header's message (*inline*); x that does not match the root's array
+    still takes part (into a scratch array), then raises."""
     problem, target = None, None
     if x is None:
         target = _message.new(shape, dtype)
@@ -798,29 +854,14 @@ def _broadcast_receive(c, x, r, alg, dtype, shape, deadline):
         except (TypeError, ValueError) as exc:
             problem = exc
             target = _message.new(shape, dtype)
-    _broadcast_plan(c, dtype, shape, r, alg).run(data=target.data, deadline=deadline)
+    if inline is not None:
+        target.data[:] = inline
+    else:
+        _broadcast_plan(c, dtype, shape, r, alg).run(data=target.data, deadline=deadline)
     if problem is not None:
         raise problem
     result = target.finish()
     return result if x is None else x
-
-
-class _BroadcastLane:
-    """A repeated, plain broadcast of one (dtype, shape, root, algorithm)
-    whose plan runs the binomial tree (or, at p = 2, the pipeline: the same
-    single message) in one message per edge: the header
-    word and the data go through C calls (pycoll/_mpicall.pyx), with none of
-    the Python of a general call. The messages, tags and their order are
-    those of the general path, so ranks taking either path interoperate
-    (a rank whose x does not match the root's takes the general one)."""
-
-    __slots__ = ("word", "expected", "received", "parent", "children")
-
-    def __init__(self, c, dtype: DType, shape: tuple, root: int):
-        self.word = _header_word(dtype, shape).view(np.uint8)
-        self.expected = self.word.tobytes()
-        self.received = np.zeros(8, np.int64)
-        self.parent, self.children = binomial_edges(root, c.rank, c.size)
 
 
 LANE_MAX_BYTES = (1 << 31) - 1          # one C call's count is an int
@@ -842,38 +883,20 @@ def _cached_lane(c, key: tuple, make):
 
 
 def _broadcast_lane(c, x, root, algorithm):
-    """Run a plain broadcast of a numpy array on its lane; None (and
-    nothing sent) for any call the lane does not take."""
-    if type(x) is not np.ndarray or c.transport is None or c._progress._pending \
-            or not (x.flags.c_contiguous and x.flags.aligned):
-        return None
-    lane = _cached_lane(c, ("broadcast-lane", x.dtype, x.shape, root, algorithm),
-                        lambda: _make_broadcast_lane(c, x, root, algorithm))
-    if lane is None or not x.flags.writeable:
-        return None
-    transport, data = c.transport, x.reshape(-1).view(np.uint8)
-    c._live()
-    header_tag = c.next_tag()
-    if lane.parent is None:
-        for child in lane.children:
-            transport.send(lane.word, child, header_tag)
-        data_tag = c.next_tag()
-        for child in lane.children:
-            transport.send(data, child, data_tag)
-        return x
-    word = lane.received
-    transport.recv(word, lane.parent, header_tag)
-    for child in lane.children:
-        transport.send(word, child, header_tag)
-    if word.tobytes() != lane.expected:
-        # Not the array this rank expected: the general path from here.
-        dtype, shape = _read_header(c, root, None, word)
-        return _broadcast_receive(c, x, root, algorithm, dtype, shape, None)
-    data_tag = c.next_tag()
-    transport.recv(data, lane.parent, data_tag)
-    for child in lane.children:
-        transport.send(data, child, data_tag)
-    return x
+    """A plain broadcast of a numpy array on its lane (made on first use):
+    x, filled; NOT_TAKEN (nothing sent) for any call the lane does not take."""
+    done = _mpicall.broadcast(c, x, root, algorithm)
+    if done is not _mpicall.NOT_TAKEN or type(x) is not np.ndarray or c.transport is None \
+            or c._progress._pending:
+        return done
+    key = ("broadcast-lane", x.dtype, x.shape, root, algorithm)
+    try:
+        if key in c._plans:
+            return done                     # a signature the lane does not take
+    except TypeError:
+        return done                         # an unhashable argument: the general path says why
+    _cached_lane(c, key, lambda: _make_broadcast_lane(c, x, root, algorithm))
+    return _mpicall.broadcast(c, x, root, algorithm)
 
 
 def _root_lane_args(c, collective: str, x, root, algorithm):
@@ -889,18 +912,37 @@ def _root_lane_args(c, collective: str, x, root, algorithm):
 
 
 def _make_broadcast_lane(c, x, root, algorithm):
-    """The lane of this signature, or None when the call must take the
-    general path (which also reports whatever is wrong with it)."""
+    """The lane (pycoll._mpicall.BroadcastLane) of this signature: the
+    binomial tree (or, at p = 2, the pipeline: one link, one message) with
+    the data in one message, inside the header's when it fits
+    (_inline_broadcast); None when the call must take the general path
+    (which also reports whatever is wrong with it)."""
     checked = _root_lane_args(c, "broadcast", x, root, algorithm)
     if checked is None or x.ndim > SHORT_DIMS or not 0 < x.nbytes <= LANE_MAX_BYTES:
         return None
     r, alg, dtype = checked
-    plan = _broadcast_plan(c, dtype, x.shape, r, alg)
-    # At p = 2 the pipeline is the tree: one link, one message.
-    tree = plan.algorithm == "binomial" or (c.size == 2 and plan.algorithm == "pipeline")
-    if not tree or x.nbytes > plan.channel.segment:
+    if x.dtype != dtype.numpy:
         return None
-    return _BroadcastLane(c, dtype, x.shape, r)
+    plan = _broadcast_plan(c, dtype, x.shape, r, alg)
+    if not _on_tree(c, plan) or x.nbytes > plan.channel.segment:
+        return None
+    parent, children = binomial_edges(r, c.rank, c.size)
+    inline = _inline_broadcast(c, plan, x.nbytes)
+    room = WORD_BYTES + (x.nbytes if inline else 0) if parent is None else WORD_BYTES + INLINE_BYTES
+    word = _header_word(dtype, x.shape)
+    if inline:
+        word[0] = HEADER_INLINE
+    return _mpicall.BroadcastLane(c, c.transport, word.view(np.uint8), -1 if parent is None else parent,
+                                  children, x.nbytes, x.dtype.alignment, inline, room,
+                                  lambda x, message: _broadcast_rest(c, x, r, alg, message))
+
+
+def _broadcast_rest(c, x, root, algorithm, message):
+    """A lane receiver's call after a header it did not expect (already
+    forwarded down the tree): the general path from there."""
+    word = message[:WORD_BYTES].view(np.int64)
+    dtype, shape = _read_header(c, root, None, word)
+    return _broadcast_receive(c, x, root, algorithm, dtype, shape, None, _inline_data(message, word))
 
 
 def _broadcast_plan(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> Plan:
@@ -1445,7 +1487,7 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, ti
             header, msg = _root_header(x, lambda m: _rows(m.shape, "scatter"))
 
         def run(deadline):
-            dtype, shape = _header(c, r, header, deadline, "scatter")
+            dtype, shape, _ = _header(c, r, header, deadline, "scatter")
             return _scatter_data(c, r, alg, dtype, shape, msg, out, deadline)
         return {"collective": "scatter", "root": r, "algorithm": alg}, run
     return _call(c, "scatter", async_op, timeout, prepare)

@@ -984,12 +984,54 @@ def broadcast_lane_cases(run):
     mine = np.full(3, -1.0)
     expect(ValueError, "x is read-only", comm.broadcast, ro if r == p - 1 else mine, p - 1)
     assert (mine == -1).all(), "a receiver's x was written after the root's error"
+    inline_broadcast_cases(run)
     lanes = sum(1 for k, v in comm._plans.items() if k[0] == "broadcast-lane" and v is not None)
     assert (lanes > 0) == (comm.transport is not None), (lanes, comm.transport_info)
     pipeline = comm._plans.get(("broadcast-lane", np.dtype(np.float64), (5, 2), p - 1, "pipeline"))
     assert (pipeline is not None) == (comm.transport is not None and p == 2), p
     y = comm.allreduce(np.array([r + 1.0]))
     run.check("broadcast lane: tags agree after", y, np.array([p * (p + 1) / 2]))
+    run.count += 1
+
+
+def inline_broadcast_cases(run):
+    """A small broadcast on the tree sends its data inside the header's
+    message (api.INLINE_BYTES): one message per edge, so one tag per call.
+    Lane and general-path receivers (x or None) meet it at the limit, past
+    it, and when the root's header is not the one a lane expects."""
+    from pycoll.api import INLINE_BYTES
+
+    comm, p, r = run.comm, run.p, run.r
+    for nbytes, messages in [(8, 1), (INLINE_BYTES, 1), (INLINE_BYTES + 8, 2)]:
+        for repeat in range(3):
+            name = f"inline broadcast {nbytes} B call {repeat}"
+            want = rank_data("float64", (nbytes // 8,), 0, seed_of(name))
+            mine = want.copy() if r == 0 else None if (r + repeat) % 2 else np.zeros_like(want)
+            before = comm._tag
+            y = comm.broadcast(mine, root=0, algorithm="binomial")
+            assert comm._tag - before == messages, (name, comm._tag - before)
+            run.check(name, y, want)
+            run.same_everywhere(name, y)
+    # The named scatter_allgather keeps its own messages after the header.
+    before = comm._tag
+    y = comm.broadcast(np.arange(4.0) if r == 0 else np.zeros(4), algorithm="scatter_allgather")
+    assert comm._tag - before == 2, comm._tag - before
+    run.check("scatter_allgather broadcast, not inline", y, np.arange(4.0))
+    # Lane receivers expecting (3,) float64 while the root sends an inline
+    # (2,) and then a 7-d array (a long header, JSON after the word): every
+    # receiver forwards what it got, then raises; the tags still agree.
+    for _ in range(2):
+        comm.broadcast(np.arange(3.0) if r == 0 else np.zeros(3))     # the lanes exist
+    for sent, message in [(np.arange(2.0), "x has shape (3,), expected (2,)"),
+                          (np.zeros((1,) * 7), "x has shape (3,), expected (1, 1, 1, 1, 1, 1, 1)")]:
+        x = np.full(3, -1.0)
+        if r == 0:
+            comm.broadcast(sent, root=0)
+        else:
+            expect(ValueError, message, comm.broadcast, x, 0)
+            assert (x == -1).all(), "a mismatching x was written"
+    y = comm.allreduce(np.array([r + 1.0]))
+    run.check("inline broadcast: tags agree after", y, np.array([p * (p + 1) / 2]))
     run.count += 1
 
 
