@@ -31,9 +31,10 @@ forces the latter.
 algorithm's schedule (pycoll/algorithms/_schedule.py) interpreted in C, with
 these calls and the reduction kernels, when the whole vector is one message;
 ``ReduceScatterLane`` the ring reduce-scatter's steps, when every block is;
-``BroadcastLane`` a broadcast's tree edges, header and data.
-``allreduce``, ``reduce``, ``reduce_scatter`` and ``broadcast`` are the
-entries every such call tries first;
+``BroadcastLane`` a broadcast's tree edges, header and data; ``StepLane``
+the messages and copies of a gather, allgather or alltoall.
+``allreduce``, ``reduce``, ``reduce_scatter``, ``broadcast``, ``gather``,
+``allgather`` and ``alltoall`` are the entries every such call tries first;
 they answer None (``reduce``: NOT_TAKEN, since None is its result off the
 root) whenever the call is not the plain case (no plan yet, non-contiguous
 input, an out the Python path must check or write back), and the Python
@@ -507,6 +508,219 @@ cdef class ReduceScatterLane:
             PyBuffer_Release(&xb)
         check(rc, "the reduce_scatter lane")
         return result
+
+
+cdef enum:
+    STEP_SEND = 0               # the step kinds of a StepLane
+    STEP_RECV = 1
+    STEP_COPY = 2
+    STEP_SENDRECV = 3
+    STEP_SENDRECV_COPY = 4
+    BUF_X = 0                   # the buffers its steps name
+    BUF_OUT = 1
+    BUF_WORK = 2
+
+
+cdef class StepLane:
+    """One repeated, plain gather, allgather or alltoall, run in C: this rank's part
+    of its algorithm as a program of steps over three byte buffers, x (this
+    rank's input), out (the result) and work (the communicator's scratch),
+    made once per signature by pycoll/api.py (_RootedLane.gather_steps,
+    _AllgatherLane.program, _alltoall_program) with the messages, tags and order of the general
+    path, so ranks taking either path meet.
+
+    A step is 11 ints (kind, dest, send buffer, offset, bytes, source,
+    receive buffer, offset, bytes, copy buffer, offset):
+
+        STEP_SEND            send a span to dest
+        STEP_RECV            receive a span from source
+        STEP_COPY            copy the send span to the receive span
+        STEP_SENDRECV        both messages at once
+        STEP_SENDRECV_COPY   both, and copy the send span to the copy
+                             span while they are in flight
+
+    *has_result*: this rank returns out (every rank of an allgather or an
+    alltoall, a gather's root); elsewhere out is ignored and the call returns None.
+    """
+
+    cdef Transport transport
+    cdef object base, shape, dtype
+    cdef Py_ssize_t xbytes, outbytes, workbytes, align
+    cdef bint has_result
+    cdef int nsteps
+    cdef int kind[MAX_STEPS]
+    cdef int dest[MAX_STEPS]
+    cdef int source[MAX_STEPS]
+    cdef int sbuf[MAX_STEPS]
+    cdef int rbuf[MAX_STEPS]
+    cdef int cbuf[MAX_STEPS]
+    cdef Py_ssize_t slo[MAX_STEPS]
+    cdef Py_ssize_t sn[MAX_STEPS]
+    cdef Py_ssize_t rlo[MAX_STEPS]
+    cdef Py_ssize_t rn[MAX_STEPS]
+    cdef Py_ssize_t clo[MAX_STEPS]
+
+    def __cinit__(self, base, Transport transport, steps, shape, dtype, Py_ssize_t xbytes,
+                  Py_ssize_t outbytes, Py_ssize_t workbytes, bint has_result):
+        if len(steps) > MAX_STEPS:
+            raise ValueError(f"{len(steps)} steps are too many for the lane")
+        self.base, self.transport, self.shape, self.dtype = base, transport, shape, dtype
+        self.xbytes, self.outbytes, self.workbytes = xbytes, outbytes, workbytes
+        self.align = dtype.alignment
+        self.has_result = has_result
+        self.nsteps = len(steps)
+        sizes = {BUF_X: xbytes, BUF_OUT: outbytes if has_result else 0, BUF_WORK: workbytes}
+        for i, step in enumerate(steps):
+            (self.kind[i], self.dest[i], self.sbuf[i], self.slo[i], self.sn[i], self.source[i],
+             self.rbuf[i], self.rlo[i], self.rn[i], self.cbuf[i], self.clo[i]) = step
+            # Every span within its buffer, checked once here.
+            spans = {STEP_SEND: [(self.sbuf[i], self.slo[i], self.sn[i])],
+                     STEP_RECV: [(self.rbuf[i], self.rlo[i], self.rn[i])],
+                     STEP_COPY: [(self.sbuf[i], self.slo[i], self.sn[i]),
+                                 (self.rbuf[i], self.rlo[i], self.sn[i])],
+                     STEP_SENDRECV: [(self.sbuf[i], self.slo[i], self.sn[i]),
+                                     (self.rbuf[i], self.rlo[i], self.rn[i])],
+                     STEP_SENDRECV_COPY: [(self.sbuf[i], self.slo[i], self.sn[i]),
+                                          (self.rbuf[i], self.rlo[i], self.rn[i]),
+                                          (self.cbuf[i], self.clo[i], self.sn[i])]}[self.kind[i]]
+            for buf, lo, n in spans:
+                if not (0 <= lo and 0 < n and lo + n <= sizes.get(buf, 0)):
+                    raise ValueError(f"step {i} {step}: span [{lo}, {lo + n}) outside "
+                                     f"buffer {buf} of {sizes.get(buf, 0)} bytes")
+
+    cdef int execute(self, char **bufs, int tag) noexcept nogil:
+        cdef handle_t comm = self.transport.comm
+        cdef void *status = self.transport.status
+        cdef intptr_t rreq, sreq
+        cdef int i, k, rc = 0, rc2
+        for i in range(self.nsteps):
+            k = self.kind[i]
+            if k == STEP_SEND:
+                rc = c_send(bufs[self.sbuf[i]] + self.slo[i], <int>self.sn[i], BYTE,
+                            self.dest[i], tag, comm)
+            elif k == STEP_RECV:
+                rc = c_recv(bufs[self.rbuf[i]] + self.rlo[i], <int>self.rn[i], BYTE,
+                            self.source[i], tag, comm, status)
+            elif k == STEP_COPY:
+                memcpy(bufs[self.rbuf[i]] + self.rlo[i], bufs[self.sbuf[i]] + self.slo[i],
+                       self.sn[i])
+            elif k == STEP_SENDRECV:
+                rc = c_sendrecv(bufs[self.sbuf[i]] + self.slo[i], <int>self.sn[i], BYTE,
+                                self.dest[i], tag, bufs[self.rbuf[i]] + self.rlo[i],
+                                <int>self.rn[i], BYTE, self.source[i], tag, comm, status)
+            else:
+                rreq = sreq = 0
+                rc = c_irecv(bufs[self.rbuf[i]] + self.rlo[i], <int>self.rn[i], BYTE,
+                             self.source[i], tag, comm, &rreq)
+                if rc == 0:
+                    rc = c_isend(bufs[self.sbuf[i]] + self.slo[i], <int>self.sn[i], BYTE,
+                                 self.dest[i], tag, comm, &sreq)
+                    memcpy(bufs[self.cbuf[i]] + self.clo[i], bufs[self.sbuf[i]] + self.slo[i],
+                           self.sn[i])
+                    if rc == 0:
+                        rc = c_wait(&sreq, status)
+                    rc2 = c_wait(&rreq, status)
+                    if rc == 0:
+                        rc = rc2
+            if rc != 0:
+                return rc
+        return 0
+
+    cdef object call(self, x, out):
+        """The result (None where this rank has none), or NOT_TAKEN, with
+        nothing sent, if the Python path must take the call."""
+        cdef Py_buffer xb, ob, wb
+        cdef char *bufs[3]
+        cdef int rc, tag
+        cdef bint have_out = False, have_work = False
+        try:
+            PyObject_GetBuffer(x, &xb, PyBUF_SIMPLE)
+        except (BufferError, ValueError, TypeError):
+            return NOT_TAKEN                # not C-contiguous: the Python path packs it
+        try:
+            bufs[BUF_X] = <char *>xb.buf
+            bufs[BUF_OUT] = bufs[BUF_WORK] = NULL
+            if xb.len != self.xbytes or <uintptr_t>bufs[BUF_X] % self.align:
+                return NOT_TAKEN
+            result = None
+            if self.has_result:
+                result = lane_output(out, self.shape, self.dtype)
+                if result is NOT_TAKEN:
+                    return NOT_TAKEN
+                try:
+                    PyObject_GetBuffer(result, &ob, PyBUF_SIMPLE | PyBUF_WRITABLE)
+                except (BufferError, ValueError, TypeError):
+                    return NOT_TAKEN        # read-only or strided out: checked by Python
+                have_out = True
+                bufs[BUF_OUT] = <char *>ob.buf
+                if <uintptr_t>bufs[BUF_OUT] % self.align or (
+                        bufs[BUF_OUT] < bufs[BUF_X] + self.xbytes
+                        and bufs[BUF_X] < bufs[BUF_OUT] + self.outbytes):
+                    return NOT_TAKEN        # out overlaps x: the Python path copies
+            if self.workbytes:
+                PyObject_GetBuffer(self.base.scratch("work", self.workbytes), &wb,
+                                   PyBUF_SIMPLE | PyBUF_WRITABLE)
+                have_work = True
+                bufs[BUF_WORK] = <char *>wb.buf
+            tag = self.base.next_tag()
+            with nogil:
+                rc = self.execute(bufs, tag)
+        finally:
+            if have_work:
+                PyBuffer_Release(&wb)
+            if have_out:
+                PyBuffer_Release(&ob)
+            PyBuffer_Release(&xb)
+        check(rc, "the lane")
+        return result
+
+
+# The names pycoll/api.py builds StepLane programs with.
+STEP = {"send": STEP_SEND, "recv": STEP_RECV, "copy": STEP_COPY, "sendrecv": STEP_SENDRECV,
+        "sendrecv_copy": STEP_SENDRECV_COPY}
+BUFFER = {"x": BUF_X, "out": BUF_OUT, "work": BUF_WORK}
+
+
+def gather(comm, x, root, algorithm, out):
+    """The lane of a repeated, plain gather: the root's result, None
+    elsewhere; NOT_TAKEN (nothing sent) for any other call."""
+    if type(x) is not ndarray or comm._progress._pending:
+        return NOT_TAKEN                    # queued calls first (Note [Issue order])
+    try:
+        lane = comm._plans.get(("gather-lane", x.dtype, x.shape, root, algorithm))
+    except TypeError:
+        return NOT_TAKEN
+    if lane is None:
+        return NOT_TAKEN
+    return (<StepLane>lane).call(x, out)
+
+
+def alltoall(comm, x, algorithm, out):
+    """The lane of a repeated, plain alltoall: the result; NOT_TAKEN
+    (nothing sent) for any other call."""
+    if type(x) is not ndarray or comm._progress._pending:
+        return NOT_TAKEN                    # queued calls first (Note [Issue order])
+    try:
+        lane = comm._plans.get(("alltoall-lane", x.dtype, x.shape, algorithm))
+    except TypeError:
+        return NOT_TAKEN
+    if lane is None:
+        return NOT_TAKEN
+    return (<StepLane>lane).call(x, out)
+
+
+def allgather(comm, x, algorithm, out):
+    """The lane of a repeated, plain allgather: the result; NOT_TAKEN
+    (nothing sent) for any other call."""
+    if type(x) is not ndarray or comm._progress._pending:
+        return NOT_TAKEN                    # queued calls first (Note [Issue order])
+    try:
+        lane = comm._plans.get(("allgather-lane", x.dtype, x.shape, algorithm))
+    except TypeError:
+        return NOT_TAKEN
+    if lane is None:
+        return NOT_TAKEN
+    return (<StepLane>lane).call(x, out)
 
 
 cdef enum:

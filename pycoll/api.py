@@ -100,12 +100,14 @@ class Communicator(CommBase):
                 return result
         return _allreduce(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
+    # broadcast, gather and allgather try their lane's C entry first; the
+    # module function behind it makes the lane on a signature's first call.
     def broadcast(self, x, root=0, algorithm="auto", async_op=False, timeout=None):
         if not async_op and timeout is None and self._lane_ready:
-            done = _broadcast_lane(self, x, root, algorithm)
+            done = _mpicall.broadcast(self, x, root, algorithm)
             if done is not _mpicall.NOT_TAKEN:
                 return done
-        return _broadcast(self, x, root, algorithm, async_op, timeout)
+        return broadcast(x, root, self, algorithm, async_op, timeout)
 
     def reduce(self, x, op=SUM, root=0, algorithm="auto", out=None, accumulate=None,
                async_op=False, timeout=None):
@@ -117,6 +119,10 @@ class Communicator(CommBase):
 
     def gather(self, x, root=0, algorithm="auto", sizes=None, out=None, async_op=False,
                timeout=None):
+        if not async_op and timeout is None and sizes is None and self._lane_ready:
+            result = _mpicall.gather(self, x, root, algorithm, out)
+            if result is not _mpicall.NOT_TAKEN:
+                return result
         return gather(x, root, self, algorithm, sizes, out, async_op, timeout)
 
     def scatter(self, x, root=0, algorithm="auto", out=None, async_op=False, timeout=None):
@@ -124,6 +130,10 @@ class Communicator(CommBase):
 
     def allgather(self, x, algorithm="auto", sizes=None, out=None, async_op=False,
                   timeout=None):
+        if not async_op and timeout is None and sizes is None and self._lane_ready:
+            result = _mpicall.allgather(self, x, algorithm, out)
+            if result is not _mpicall.NOT_TAKEN:
+                return result
         return allgather(x, self, algorithm, sizes, out, async_op, timeout)
 
     def reduce_scatter(self, x, op=SUM, algorithm="auto", out=None, accumulate=None,
@@ -135,6 +145,10 @@ class Communicator(CommBase):
         return _reduce_scatter(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
     def alltoall(self, x, algorithm="auto", out=None, async_op=False, timeout=None):
+        if not async_op and timeout is None and self._lane_ready:
+            result = _mpicall.alltoall(self, x, algorithm, out)
+            if result is not _mpicall.NOT_TAKEN:
+                return result
         return alltoall(x, self, algorithm, out, async_op, timeout)
 
     def scan(self, x, op=SUM, exclusive=False, algorithm="auto", out=None, accumulate=None,
@@ -883,20 +897,13 @@ def _cached_lane(c, key: tuple, make):
 
 
 def _broadcast_lane(c, x, root, algorithm):
-    """A plain broadcast of a numpy array on its lane (made on first use):
-    x, filled; NOT_TAKEN (nothing sent) for any call the lane does not take."""
+    """A plain broadcast of a numpy array on its lane: x, filled; NOT_TAKEN
+    (nothing sent) for any call the lane does not take."""
     done = _mpicall.broadcast(c, x, root, algorithm)
-    if done is not _mpicall.NOT_TAKEN or type(x) is not np.ndarray or c.transport is None \
-            or c._progress._pending:
-        return done
-    key = ("broadcast-lane", x.dtype, x.shape, root, algorithm)
-    try:
-        if key in c._plans:
-            return done                     # a signature the lane does not take
-    except TypeError:
-        return done                         # an unhashable argument: the general path says why
-    _cached_lane(c, key, lambda: _make_broadcast_lane(c, x, root, algorithm))
-    return _mpicall.broadcast(c, x, root, algorithm)
+    if done is _mpicall.NOT_TAKEN and _lane_made(c, "broadcast-lane", x, (root, algorithm),
+                                                 lambda: _make_broadcast_lane(c, x, root, algorithm)):
+        done = _mpicall.broadcast(c, x, root, algorithm)
+    return done
 
 
 def _root_lane_args(c, collective: str, x, root, algorithm):
@@ -1030,42 +1037,56 @@ class _AllgatherLane:
         self.steps = [(spans[(r - s) % p], right, spans[(r - s - 1) % p], left)
                       for s in range(1, p - 1)]
 
-    def run(self, transport, tag: int, send, data) -> None:
+    def program(self) -> list:
+        """This rank's steps (pycoll._mpicall.StepLane): step 0 sends x
+        while copying it into its place in out, the others forward from out."""
         right, (rlo, rhi), left, (lo, hi) = self.first
+        x = ("x", 0, self.block)
         if self.block < COPY_OVERLAP:
-            data[lo:hi] = send
-            transport.sendrecv(send, right, data[rlo:rhi], left, tag)
+            steps = [_step("copy", send=x, recv=("out", lo, hi)),
+                     _step("sendrecv", send=x, dest=right, recv=("out", rlo, rhi), source=left)]
         else:
-            transport.sendrecv_copy(send, right, data[rlo:rhi], left, tag, data[lo:hi])
-        for (slo, shi), dest, (rlo, rhi), source in self.steps:
-            transport.sendrecv(data[slo:shi], dest, data[rlo:rhi], source, tag)
+            steps = [_step("sendrecv_copy", send=x, dest=right, recv=("out", rlo, rhi),
+                           source=left, copy=("out", lo, hi))]
+        return steps + [_step("sendrecv", send=("out", slo, shi), dest=dest,
+                              recv=("out", rlo, rhi), source=source)
+                        for (slo, shi), dest, (rlo, rhi), source in self.steps]
+
+
+def _step(kind: str, send=None, dest: int = -1, recv=None, source: int = -1, copy=None) -> tuple:
+    """One step of a pycoll._mpicall.StepLane program; a span is (buffer
+    name, lo, hi) in bytes. A "copy" step copies *send* to *recv*."""
+    sb, slo, shi = send or ("x", 0, 0)
+    rb, rlo, rhi = recv or ("x", 0, 0)
+    cb, clo, _ = copy or ("x", 0, 0)
+    buffer = _mpicall.BUFFER
+    return (_mpicall.STEP[kind], dest, buffer[sb], slo, shi - slo, source, buffer[rb], rlo,
+            rhi - rlo, buffer[cb], clo)
+
+
+def _lane_made(c, kind: str, x, rest: tuple, make) -> bool:
+    """After a lane entry of pycoll._mpicall answered NOT_TAKEN: whether it
+    had no lane for this call signature, (kind, x.dtype, x.shape, *rest),
+    and make() has just made one (on the signature's first call), so that
+    the caller tries the entry again."""
+    if type(x) is not np.ndarray or c.transport is None or c._progress._pending:
+        return False
+    key = (kind, x.dtype, x.shape, *rest)
+    try:
+        if key in c._plans:
+            return False                    # a signature without a lane, or a call it refused
+    except TypeError:
+        return False                        # an unhashable argument: the general path says why
+    return _cached_lane(c, key, make) is not None
 
 
 def _allgather_lane(c, x, algorithm, out):
-    """Run a plain allgather of a numpy array on its lane; None (and
-    nothing sent) for any call the lane does not take."""
-    if type(x) is not np.ndarray or c.transport is None or c._progress._pending:
-        return None
-    lane = _cached_lane(c, ("allgather-lane", x.dtype, x.shape, algorithm),
-                        lambda: _make_allgather_lane(c, x, algorithm))
-    if lane is None:
-        return None
-    flags = x.flags                         # a new object on every access: read it once
-    if not (flags.c_contiguous and flags.aligned):
-        return None
-    if out is None:
-        result = np.empty(lane.shape, x.dtype)
-    elif type(out) is np.ndarray and out.dtype == x.dtype and out.shape == lane.shape:
-        flags = out.flags
-        if not (flags.writeable and flags.c_contiguous and flags.aligned) \
-                or np.may_share_memory(out, x):
-            return None                     # the general path checks, writes back, or is in place
-        result = out
-    else:
-        return None
-    c._live()
-    lane.run(c.transport, c.next_tag(), x.reshape(-1).view(np.uint8),
-             result.reshape(-1).view(np.uint8))
+    """A plain allgather of a numpy array on its lane: the result, or
+    NOT_TAKEN (nothing sent) for any call the lane does not take."""
+    result = _mpicall.allgather(c, x, algorithm, out)
+    if result is _mpicall.NOT_TAKEN and _lane_made(c, "allgather-lane", x, (algorithm,),
+                                                   lambda: _make_allgather_lane(c, x, algorithm)):
+        result = _mpicall.allgather(c, x, algorithm, out)
     return result
 
 
@@ -1080,9 +1101,12 @@ def _make_allgather_lane(c, x, algorithm):
     block = plan.args.counts[c.rank]
     # At p = 2 recursive doubling is the ring: one exchange, the same messages.
     ring = plan.algorithm == "ring" or (c.size == 2 and plan.algorithm == "recursive_doubling")
-    if not ring or c.size < 2 or not 0 < block <= min(plan.channel.segment, LANE_MAX_BYTES):
+    if not ring or c.size < 2 or not 0 < block <= min(plan.channel.segment, LANE_MAX_BYTES) \
+            or c.size > _mpicall.MAX_LANE_STEPS:
         return None
-    return _AllgatherLane(c, plan.args.shape, plan.args.counts)
+    lane = _AllgatherLane(c, plan.args.shape, plan.args.counts)
+    return _mpicall.StepLane(c, c.transport, lane.program(), plan.args.shape, x.dtype, block,
+                             sum(plan.args.counts), 0, True)
 
 
 # ---------------------------------------------------------------------------
@@ -1149,24 +1173,27 @@ class _RootedLane:
         return (c.size >= 2 and min(counts) > 0
                 and sum(counts) <= min(plan.channel.segment, LANE_MAX_BYTES))
 
-    def gather(self, transport, tag: int, x, out, scratch) -> None:
-        """The root's out (bytes) filled with every rank's x, in rank order."""
-        if not self.children:
-            transport.send(x, self.up[0], tag)
-            return
-        buf = out if self.rotate == 0 and self.up is None else scratch
+    def gather_steps(self) -> list:
+        """A gather's steps at this rank (pycoll._mpicall.StepLane): the
+        root's out filled with every rank's x, in rank order; a rank with
+        children gathers its subtree in work (the root of a tree in rank
+        order straight in out), then sends it up."""
         lo, hi = self.own
-        buf[lo:hi] = x
-        for rank, lo, hi in self.children:
-            transport.recv(buf[lo:hi], rank, tag)
+        x = ("x", 0, hi - lo)
+        if not self.children:
+            return [_step("send", send=x, dest=self.up[0])]
+        buf = "out" if self.rotate == 0 and self.up is None else "work"
+        steps = [_step("copy", send=x, recv=(buf, lo, hi))]
+        steps += [_step("recv", recv=(buf, clo, chi), source=rank) for rank, clo, chi in self.children]
         if self.up is not None:
-            dest, lo, hi = self.up
-            transport.send(buf[lo:hi], dest, tag)
-        elif buf is not out:
+            dest, ulo, uhi = self.up
+            steps.append(_step("send", send=(buf, ulo, uhi), dest=dest))
+        elif buf == "work":
             split = self.rotate             # relative order back to rank order
             tail = self.total - split
-            out[split:] = buf[:tail]
-            out[:split] = buf[tail:]
+            steps += [_step("copy", send=("work", 0, tail), recv=("out", split, self.total)),
+                      _step("copy", send=("work", tail, self.total), recv=("out", 0, split))]
+        return steps
 
     def scatter(self, transport, tag: int, x, out, scratch) -> None:
         """This rank's block of the root's x (bytes; None elsewhere) into out."""
@@ -1205,30 +1232,13 @@ def _lane_output(out, shape: tuple, dtype, x):
 
 
 def _gather_lane(c, x, root, algorithm, out):
-    """Run a plain gather of a numpy array on its lane: the root's result
-    or None elsewhere; NOT_TAKEN (and nothing sent) for any call the lane
-    does not take."""
-    if type(x) is not np.ndarray or c.transport is None or c._progress._pending:
-        return _mpicall.NOT_TAKEN
-    lane = _cached_lane(c, ("gather-lane", x.dtype, x.shape, root, algorithm),
-                        lambda: _make_gather_lane(c, x, root, algorithm))
-    if lane is None:
-        return _mpicall.NOT_TAKEN
-    flags = x.flags
-    if not (flags.c_contiguous and flags.aligned):
-        return _mpicall.NOT_TAKEN
-    result = None
-    if lane.up is None:
-        result = _lane_output(out, lane.shape, x.dtype, x)
-        if result is None:
-            return _mpicall.NOT_TAKEN
-    c._live()
-    # A buffer of its own where the rank forwards its subtree or the root
-    # reorders; the root of a tree in rank order gathers into the result.
-    scratch = (c.scratch("work", lane.total)
-               if lane.children and (lane.up is not None or lane.rotate) else None)
-    lane.gather(c.transport, c.next_tag(), x.reshape(-1).view(np.uint8),
-                None if result is None else result.reshape(-1).view(np.uint8), scratch)
+    """A plain gather of a numpy array on its lane: the root's result or
+    None elsewhere; NOT_TAKEN (nothing sent) for any call the lane does not
+    take."""
+    result = _mpicall.gather(c, x, root, algorithm, out)
+    if result is _mpicall.NOT_TAKEN and _lane_made(c, "gather-lane", x, (root, algorithm),
+                                                   lambda: _make_gather_lane(c, x, root, algorithm)):
+        result = _mpicall.gather(c, x, root, algorithm, out)
     return result
 
 
@@ -1243,7 +1253,14 @@ def _make_gather_lane(c, x, root, algorithm):
         return None
     if r != root or x.dtype != plan.args.dtype.numpy or not _RootedLane.fits(c, plan):
         return None
-    return _RootedLane(c, plan, plan.args.shape)
+    lane = _RootedLane(c, plan, plan.args.shape)
+    steps = lane.gather_steps()
+    if len(steps) > _mpicall.MAX_LANE_STEPS:
+        return None
+    # Work where the rank forwards its subtree or the root reorders.
+    work = lane.total if lane.children and (lane.up is not None or lane.rotate) else 0
+    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype,
+                             lane.own[1] - lane.own[0], lane.total, work, lane.up is None)
 
 
 class _ScatterHeader:
@@ -1442,7 +1459,7 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if not async_op and timeout is None and sizes is None and c._lane_ready:
         result = _allgather_lane(c, x, algorithm, out)
-        if result is not None:
+        if result is not _mpicall.NOT_TAKEN:
             return result
 
     def prepare():
@@ -1585,6 +1602,13 @@ def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=N
         pycoll.alltoall(x)                   # rank 0: [10, 20]   rank 1: [11, 21]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    if not async_op and timeout is None and c._lane_ready:
+        result = _mpicall.alltoall(c, x, algorithm, out)
+        if result is _mpicall.NOT_TAKEN and _lane_made(c, "alltoall-lane", x, (algorithm,),
+                                                       lambda: _make_alltoall_lane(c, x, algorithm)):
+            result = _mpicall.alltoall(c, x, algorithm, out)
+        if result is not _mpicall.NOT_TAKEN:
+            return result
 
     def prepare():
         xa = _array(x)
@@ -1594,11 +1618,46 @@ def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=N
         result, result_data, writeback = _result(out, a.shape, a.dtype)
 
         def run(deadline):
-            plan.run(send=_send_bytes(c, a, xa), out=result_data, deadline=deadline)
+            send = _send_bytes(c, a, xa)
+            if np.may_share_memory(send, result_data):
+                send = send.copy()          # out overlaps x: blocks land before others leave
+            plan.run(send=send, out=result_data, deadline=deadline)
             return _done(result, result_data, writeback, out)
         return {"collective": "alltoall", "dtype": xa.dtype, "shape": xa.shape,
                 "algorithm": algorithm}, run
     return _call(c, "alltoall", async_op, timeout, prepare)
+
+
+def _make_alltoall_lane(c, x, algorithm):
+    """The lane (pycoll._mpicall.StepLane) of a pairwise alltoall whose
+    every block is one non-empty message, or None (the general path takes
+    the call, and reports whatever is wrong with it)."""
+    try:
+        plan = _plan(c, ("alltoall", x.dtype, x.shape, algorithm),
+                     lambda: _alltoall_args(c, x, algorithm))
+    except (TypeError, ValueError):
+        return None
+    counts = plan.args.counts
+    if plan.algorithm != "pairwise" or not 2 <= c.size <= _mpicall.MAX_LANE_STEPS \
+            or x.dtype != plan.args.dtype.numpy or min(counts) == 0 \
+            or max(counts) > min(plan.channel.segment, LANE_MAX_BYTES):
+        return None
+    return _mpicall.StepLane(c, c.transport, _alltoall_program(c.size, c.rank, counts),
+                             plan.args.shape, x.dtype, sum(counts), counts[c.rank] * c.size, 0,
+                             True)
+
+
+def _alltoall_program(p: int, r: int, counts) -> list:
+    """Rank r's steps of alltoall_pairwise.run: its own block copied into
+    place, then at step k block r + k sent while r - k's arrives."""
+    send = [(lo, lo + n) for lo, n in blocks_from_counts(counts)]
+    mine = counts[r]                        # every rank's block for r has this size
+    steps = [_step("copy", send=("x", *send[r]), recv=("out", r * mine, (r + 1) * mine))]
+    for k in range(1, p):
+        dest, source = (r + k) % p, (r - k) % p
+        steps.append(_step("sendrecv", send=("x", *send[dest]), dest=dest,
+                           recv=("out", source * mine, (source + 1) * mine), source=source))
+    return steps
 
 
 def _alltoall_args(c, x, algorithm) -> CollArgs:

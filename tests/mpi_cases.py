@@ -649,12 +649,86 @@ def group_lane(run):
     assert (lanes > 0) == expected_lanes, (lanes, comm.transport_info)
     run.count += 1
     broadcast_lane_cases(run)
+    alltoall_lane_cases(run)
+    entries_take_plain_calls(run)
     reduce_lane_cases(run)
     overlapped_allgather_cases(run)
     allgather_lane_cases(run)
     gather_lane_cases(run)
     scatter_lane_cases(run)
     reduce_scatter_lane_cases(run)
+
+
+def alltoall_lane_cases(run):
+    """The alltoall lane (pycoll/api.py _make_alltoall_lane) beside the
+    general path: even and uneven blocks (np.array_split), a given out,
+    and ranks on the general path (a strided x, an out that overlaps x,
+    an empty block) meeting the others on the same messages."""
+    comm, p, r = run.comm, run.p, run.r
+    for rows in (p, 2 * p + 1, 3 * p - 1):
+        for repeat in range(3):
+            name = f"alltoall lane {rows} rows call {repeat}"
+            xs = [rank_data("float64", (rows, 2), i, seed_of(name)) for i in range(p)]
+            want = np.concatenate([np.array_split(x, p, axis=0)[r] for x in xs])
+            if repeat == 1 and r % 2 == 1:          # the general path: a strided x
+                wide = np.zeros((rows, 4))
+                wide[:, ::2] = xs[r]
+                y = comm.alltoall(wide[:, ::2])
+            elif repeat == 2:
+                out = np.empty_like(want)
+                y = comm.alltoall(xs[r], out=out)
+                assert y is out, name
+            else:
+                y = comm.alltoall(xs[r])
+            run.check(name, y, want)
+    shared = np.arange(4.0 * p)                     # out overlaps x: copied by the general path
+    want = np.concatenate([np.array_split(np.arange(4.0 * p), p)[r]] * p)
+    run.check("alltoall lane: out overlaps x", comm.alltoall(shared, out=shared), want)
+    if p > 1:                                       # p - 1 rows: rank p - 1's block is empty
+        x = np.arange(p - 1.0) + 10 * r
+        want = np.concatenate([np.array_split(np.arange(p - 1.0) + 10 * i, p)[r] for i in range(p)])
+        for _ in range(2):
+            run.check("alltoall lane: an empty block", comm.alltoall(x), want)
+    # allgather with x in its own slot of out (MPI_IN_PLACE's layout)
+    for _ in range(2):
+        buf = np.zeros(3 * p)
+        buf[3 * r:3 * r + 3] = np.arange(3.0) + 10 * r
+        y = comm.allgather(buf[3 * r:3 * r + 3], out=buf)
+        run.check("allgather in its slot of out", y,
+                  np.concatenate([np.arange(3.0) + 10 * i for i in range(p)]))
+    lanes_were_taken(run, ("alltoall-lane",), "alltoall lane")
+
+
+def entries_take_plain_calls(run):
+    """The C entries of pycoll/_mpicall.pyx themselves take a repeated,
+    plain call once its lane exists (a lane that always declined would
+    leave every result right, through the general path, and gain nothing)."""
+    from pycoll import _mpicall
+
+    comm, p, r = run.comm, run.p, run.r
+    if comm.transport is None or p < 2:
+        return
+    x = np.arange(3.0) + 10 * r
+    everyone = np.concatenate([np.arange(3.0) + 10 * i for i in range(p)])
+    root_data = np.arange(3.0) + 10 * (p - 1)
+    calls = [("broadcast", lambda: comm.broadcast(x.copy(), root=p - 1, algorithm="binomial"),
+              lambda: _mpicall.broadcast(comm, x.copy(), p - 1, "binomial"), root_data),
+             ("gather", lambda: comm.gather(x, root=0),
+              lambda: _mpicall.gather(comm, x, 0, "auto", None), everyone if r == 0 else None),
+             ("allgather", lambda: comm.allgather(x, algorithm="ring"),
+              lambda: _mpicall.allgather(comm, x, "ring", None), everyone),
+             ("alltoall", lambda: comm.alltoall(everyone),
+              lambda: _mpicall.alltoall(comm, everyone, "auto", None),
+              np.concatenate([np.arange(3.0) + 10 * r] * p))]
+    for name, first, entry, want in calls:
+        first()                                     # makes the lane
+        got = entry()
+        assert got is not _mpicall.NOT_TAKEN, f"the {name} lane declined a plain call"
+        if want is None:
+            assert got is None, name
+        else:
+            run.check(f"{name} through its C entry", got, want)
+    run.count += 1
 
 
 def lanes_were_taken(run, kinds: tuple, label: str) -> None:
