@@ -32,9 +32,11 @@ algorithm's schedule (pycoll/algorithms/_schedule.py) interpreted in C, with
 these calls and the reduction kernels, when the whole vector is one message;
 ``ReduceScatterLane`` the ring reduce-scatter's steps, when every block is;
 ``BroadcastLane`` a broadcast's tree edges, header and data; ``StepLane``
-the messages and copies of a gather, allgather or alltoall.
+the messages and copies of a gather, allgather, alltoall or scatter
+(``ScatterRoot`` and ``ScatterReceiver`` add scatter's header).
 ``allreduce``, ``reduce``, ``reduce_scatter``, ``broadcast``, ``gather``,
-``allgather`` and ``alltoall`` are the entries every such call tries first;
+``allgather``, ``alltoall`` and ``scatter`` are the entries every such call
+tries first;
 they answer None (``reduce``: NOT_TAKEN, since None is its result off the
 root) whenever the call is not the plain case (no plan yet, non-contiguous
 input, an out the Python path must check or write back), and the Python
@@ -227,6 +229,10 @@ cdef class Transport:
 
 # ---------------------------------------------------------------------------
 # The small-message lane
+
+cdef enum:
+    WORD_BYTES = 64     # the header word of broadcast and scatter (api._header)
+    MAX_CHILDREN = 64   # a rank's children in a binomial tree: up to log2(p)
 
 cdef enum:
     SEND = 0            # the step kinds of pycoll/algorithms/_schedule.py
@@ -522,11 +528,13 @@ cdef enum:
 
 
 cdef class StepLane:
-    """One repeated, plain gather, allgather or alltoall, run in C: this rank's part
+    """One repeated, plain gather, allgather, alltoall or scatter (its data,
+    after the header), run in C: this rank's part
     of its algorithm as a program of steps over three byte buffers, x (this
     rank's input), out (the result) and work (the communicator's scratch),
-    made once per signature by pycoll/api.py (_RootedLane.gather_steps,
-    _AllgatherLane.program, _alltoall_program) with the messages, tags and order of the general
+    made once per signature by pycoll/api.py (_RootedLane.gather_steps and
+    scatter_steps, _allgather_ring_program, _allgather_rd_program,
+    _alltoall_program) with the messages, tags and order of the general
     path, so ranks taking either path meet.
 
     A step is 11 ints (kind, dest, send buffer, offset, bytes, source,
@@ -539,8 +547,10 @@ cdef class StepLane:
         STEP_SENDRECV_COPY   both, and copy the send span to the copy
                              span while they are in flight
 
-    *has_result*: this rank returns out (every rank of an allgather or an
-    alltoall, a gather's root); elsewhere out is ignored and the call returns None.
+    *has_result*: this rank returns out (every rank of an allgather, an
+    alltoall or a scatter, a gather's root); elsewhere out is ignored and
+    the call returns None. Without x bytes (a scatter off its root) x is
+    ignored.
     """
 
     cdef Transport transport
@@ -632,15 +642,17 @@ cdef class StepLane:
         cdef Py_buffer xb, ob, wb
         cdef char *bufs[3]
         cdef int rc, tag
-        cdef bint have_out = False, have_work = False
-        try:
-            PyObject_GetBuffer(x, &xb, PyBUF_SIMPLE)
-        except (BufferError, ValueError, TypeError):
-            return NOT_TAKEN                # not C-contiguous: the Python path packs it
-        try:
+        cdef bint have_x = False, have_out = False, have_work = False
+        bufs[BUF_X] = bufs[BUF_OUT] = bufs[BUF_WORK] = NULL
+        if self.xbytes:                     # else (a scatter's receiver) x is ignored
+            try:
+                PyObject_GetBuffer(x, &xb, PyBUF_SIMPLE)
+            except (BufferError, ValueError, TypeError):
+                return NOT_TAKEN            # not C-contiguous: the Python path packs it
+            have_x = True
             bufs[BUF_X] = <char *>xb.buf
-            bufs[BUF_OUT] = bufs[BUF_WORK] = NULL
-            if xb.len != self.xbytes or <uintptr_t>bufs[BUF_X] % self.align:
+        try:
+            if have_x and (xb.len != self.xbytes or <uintptr_t>bufs[BUF_X] % self.align):
                 return NOT_TAKEN
             result = None
             if self.has_result:
@@ -670,9 +682,118 @@ cdef class StepLane:
                 PyBuffer_Release(&wb)
             if have_out:
                 PyBuffer_Release(&ob)
-            PyBuffer_Release(&xb)
+            if have_x:
+                PyBuffer_Release(&xb)
         check(rc, "the lane")
         return result
+
+    def run(self, x, out):
+        """call() from Python: the result, None, or NOT_TAKEN."""
+        return self.call(x, out)
+
+
+cdef class ScatterRoot:
+    """The root's part of one repeated, plain scatter of an array of one
+    (dtype, shape, algorithm) whose header is the short word: the word down
+    the header's binomial tree, then the data lane (a StepLane). x is
+    checked before the word leaves; an out the data lane declines goes to
+    *rest(x, out)*, the general path's data phase."""
+
+    cdef Transport transport
+    cdef object base, word, rest
+    cdef StepLane data
+    cdef int nchildren
+    cdef int children[MAX_CHILDREN]
+
+    def __cinit__(self, base, Transport transport, word, children, StepLane data, rest):
+        if len(children) > MAX_CHILDREN or len(word) != WORD_BYTES:
+            raise ValueError(f"{len(children)} children, a word of {len(word)} bytes")
+        self.base, self.transport, self.data, self.rest = base, transport, data, rest
+        self.word = np.array(word, np.uint8)
+        self.nchildren = len(children)
+        for i, child in enumerate(children):
+            self.children[i] = child
+
+    cdef object call(self, x, out):
+        cdef Py_buffer b
+        cdef int i, rc = 0, tag
+        cdef bint fits
+        try:
+            PyObject_GetBuffer(x, &b, PyBUF_SIMPLE)
+        except (BufferError, ValueError, TypeError):
+            return NOT_TAKEN                # not C-contiguous: the Python path packs it
+        fits = b.len == self.data.xbytes and <uintptr_t>b.buf % self.data.align == 0
+        PyBuffer_Release(&b)
+        if not fits:
+            return NOT_TAKEN
+        PyObject_GetBuffer(self.word, &b, PyBUF_SIMPLE)
+        try:
+            tag = self.base.next_tag()
+            with nogil:
+                for i in range(self.nchildren):
+                    rc = c_send(b.buf, WORD_BYTES, BYTE, self.children[i], tag,
+                                self.transport.comm)
+                    if rc != 0:
+                        break
+        finally:
+            PyBuffer_Release(&b)
+        check(rc, "the scatter header")
+        result = self.data.call(x, out)
+        return self.rest(x, out) if result is NOT_TAKEN else result
+
+
+cdef class ScatterReceiver:
+    """A non-root's part of repeated scatters from one (root, algorithm):
+    the header word from its parent in the header's binomial tree, passed
+    on to its children, then the data lane of the last signature seen
+    (*expect*) when the word names it again; any other word, or an out that
+    lane declines, goes to *rest(word, out)*, which finds or makes the lane
+    of the new word or takes the general path's data phase."""
+
+    cdef Transport transport
+    cdef object base, word, expected, lane, rest
+    cdef int parent, nchildren
+    cdef int children[MAX_CHILDREN]
+
+    def __cinit__(self, base, Transport transport, int parent, children, rest):
+        if len(children) > MAX_CHILDREN:
+            raise ValueError(f"{len(children)} children: more than the lane holds")
+        self.base, self.transport, self.rest = base, transport, rest
+        self.parent, self.nchildren = parent, len(children)
+        for i, child in enumerate(children):
+            self.children[i] = child
+        self.word = np.zeros(WORD_BYTES, np.uint8)
+        self.expected, self.lane = None, None
+
+    def expect(self, bytes word, lane) -> None:
+        """The data lane (a StepLane, or None) of the signature *word* names."""
+        self.expected, self.lane = word, lane
+
+    cdef object call(self, out):
+        cdef Py_buffer b
+        cdef int i, rc, tag
+        cdef bint same
+        PyObject_GetBuffer(self.word, &b, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        try:
+            tag = self.base.next_tag()
+            with nogil:
+                rc = c_recv(b.buf, WORD_BYTES, BYTE, self.parent, tag, self.transport.comm,
+                            self.transport.status)
+                for i in range(self.nchildren):
+                    if rc != 0:
+                        break
+                    rc = c_send(b.buf, WORD_BYTES, BYTE, self.children[i], tag,
+                                self.transport.comm)
+            same = self.lane is not None and \
+                memcmp(b.buf, <char *>self.expected, WORD_BYTES) == 0
+        finally:
+            PyBuffer_Release(&b)
+        check(rc, "the scatter header")
+        if same:
+            result = (<StepLane>self.lane).call(None, out)
+            if result is not NOT_TAKEN:
+                return result
+        return self.rest(self.word.copy(), out)
 
 
 # The names pycoll/api.py builds StepLane programs with.
@@ -709,6 +830,26 @@ def alltoall(comm, x, algorithm, out):
     return (<StepLane>lane).call(x, out)
 
 
+def scatter(comm, x, root, algorithm, out):
+    """The lane of a repeated, plain scatter: this rank's block; NOT_TAKEN
+    (nothing sent) for any call it does not take."""
+    if comm._progress._pending:
+        return NOT_TAKEN                    # queued calls first (Note [Issue order])
+    if comm.rank == root:
+        if type(x) is not ndarray:
+            return NOT_TAKEN
+        try:
+            lane = comm._plans.get(("scatter-lane-root", x.dtype, x.shape, root, algorithm))
+        except TypeError:
+            return NOT_TAKEN
+        return NOT_TAKEN if lane is None else (<ScatterRoot>lane).call(x, out)
+    try:
+        lane = comm._plans.get(("scatter-header", root, algorithm))
+    except TypeError:
+        return NOT_TAKEN
+    return NOT_TAKEN if lane is None else (<ScatterReceiver>lane).call(out)
+
+
 def allgather(comm, x, algorithm, out):
     """The lane of a repeated, plain allgather: the result; NOT_TAKEN
     (nothing sent) for any other call."""
@@ -721,11 +862,6 @@ def allgather(comm, x, algorithm, out):
     if lane is None:
         return NOT_TAKEN
     return (<StepLane>lane).call(x, out)
-
-
-cdef enum:
-    WORD_BYTES = 64             # the header word of broadcast and scatter (api._header)
-    MAX_CHILDREN = 64
 
 
 cdef class BroadcastLane:

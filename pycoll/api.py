@@ -48,7 +48,7 @@ from pycoll._mpi import mpi
 from pycoll._p2p import COPY_OVERLAP, Channel
 from pycoll._pieces import Pieces
 from pycoll.algorithms import ALGORITHMS, REGISTRY, Task
-from pycoll.algorithms._shape import blocks_from_counts
+from pycoll.algorithms._shape import Fold, blocks_from_counts, span
 from pycoll.algorithms.broadcast_binomial import binomial_broadcast, binomial_edges
 from pycoll.errors import MismatchError
 
@@ -100,8 +100,9 @@ class Communicator(CommBase):
                 return result
         return _allreduce(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
-    # broadcast, gather and allgather try their lane's C entry first; the
-    # module function behind it makes the lane on a signature's first call.
+    # broadcast, gather, scatter, allgather and alltoall try their lane's C
+    # entry first; the module function behind it makes the lane on a
+    # signature's first call.
     def broadcast(self, x, root=0, algorithm="auto", async_op=False, timeout=None):
         if not async_op and timeout is None and self._lane_ready:
             done = _mpicall.broadcast(self, x, root, algorithm)
@@ -126,6 +127,10 @@ class Communicator(CommBase):
         return gather(x, root, self, algorithm, sizes, out, async_op, timeout)
 
     def scatter(self, x, root=0, algorithm="auto", out=None, async_op=False, timeout=None):
+        if not async_op and timeout is None and self._lane_ready:
+            result = _mpicall.scatter(self, x, root, algorithm, out)
+            if result is not _mpicall.NOT_TAKEN:
+                return result
         return scatter(x, root, self, algorithm, out, async_op, timeout)
 
     def allgather(self, x, algorithm="auto", sizes=None, out=None, async_op=False,
@@ -900,8 +905,9 @@ def _broadcast_lane(c, x, root, algorithm):
     """A plain broadcast of a numpy array on its lane: x, filled; NOT_TAKEN
     (nothing sent) for any call the lane does not take."""
     done = _mpicall.broadcast(c, x, root, algorithm)
-    if done is _mpicall.NOT_TAKEN and _lane_made(c, "broadcast-lane", x, (root, algorithm),
-                                                 lambda: _make_broadcast_lane(c, x, root, algorithm)):
+    if done is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lane_made(
+            c, ("broadcast-lane", x.dtype, x.shape, root, algorithm),
+            lambda: _make_broadcast_lane(c, x, root, algorithm)):
         done = _mpicall.broadcast(c, x, root, algorithm)
     return done
 
@@ -1015,42 +1021,81 @@ def _gather_record(name, x, sizes, algorithm, **more) -> dict:
             "sizes": None if sizes is None else [int(s) for s in sizes]}
 
 
-class _AllgatherLane:
-    """A repeated, plain allgather of one (dtype, shape, algorithm) whose
-    plan runs the ring (or, at p = 2, recursive doubling: the same single
-    exchange) with every block one message: the ring's steps as C
-    calls (pycoll/_mpicall.pyx), with none of the Python of a general call
-    (about 10 us of it, a seventh of a 1 MiB allgather at p = 2 here). The
-    messages, tags and their order are those of the general path
-    (allgather_ring.run), so ranks taking either path interoperate."""
+# The allgather lane: a repeated, plain allgather of one (dtype, shape,
+# algorithm) on the ring or recursive doubling, every message within a
+# segment, runs as a pycoll._mpicall.StepLane program made from the
+# algorithm's messages below, with none of the Python of a general call
+# (about 10 us of it, a seventh of a 1 MiB allgather at p = 2 here). The
+# messages, tags and their order are those of allgather_ring.run and
+# allgather_recursive_doubling.run, so ranks taking either path meet.
 
-    __slots__ = ("shape", "block", "steps", "first")
 
-    def __init__(self, c, shape: tuple, counts: tuple):
-        p, r = c.size, c.rank
-        self.shape, self.block = shape, counts[r]
-        spans = [(lo, lo + n) for lo, n in blocks_from_counts(counts)]
-        right, left = (r + 1) % p, (r - 1) % p
-        # Step 0 sends this rank's block from x while copying it in place.
-        self.first = (right, spans[left], left, spans[r])
-        # Step s sends block r - s to the right, receives r - s - 1 from the left.
-        self.steps = [(spans[(r - s) % p], right, spans[(r - s - 1) % p], left)
-                      for s in range(1, p - 1)]
+def _allgather_ring_program(p: int, r: int, counts) -> list:
+    """Rank r's steps of allgather_ring.run (x apart from out): step 0
+    sends x to the right while copying it into its place; step s forwards
+    block r - s to the right and receives block r - s - 1 from the left."""
+    spans = [(lo, lo + n) for lo, n in blocks_from_counts(counts)]
+    right, left = (r + 1) % p, (r - 1) % p
+    steps = _exchange_copying(("x", 0, counts[r]), right, ("out", *spans[left]), left,
+                              ("out", *spans[r]))
+    return steps + [_step("sendrecv", send=("out", *spans[(r - s) % p]), dest=right,
+                          recv=("out", *spans[(r - s - 1) % p]), source=left)
+                    for s in range(1, p - 1)]
 
-    def program(self) -> list:
-        """This rank's steps (pycoll._mpicall.StepLane): step 0 sends x
-        while copying it into its place in out, the others forward from out."""
-        right, (rlo, rhi), left, (lo, hi) = self.first
-        x = ("x", 0, self.block)
-        if self.block < COPY_OVERLAP:
-            steps = [_step("copy", send=x, recv=("out", lo, hi)),
-                     _step("sendrecv", send=x, dest=right, recv=("out", rlo, rhi), source=left)]
+
+def _exchange_copying(send, dest: int, recv, source: int, copy) -> list:
+    """The steps of Channel.sendrecv_copying (the copy first below
+    COPY_OVERLAP bytes, else while the messages are in flight)."""
+    if send[2] - send[1] < COPY_OVERLAP:
+        return [_step("copy", send=send, recv=copy),
+                _step("sendrecv", send=send, dest=dest, recv=recv, source=source)]
+    return [_step("sendrecv_copy", send=send, dest=dest, recv=recv, source=source, copy=copy)]
+
+
+def _allgather_rd_program(p: int, r: int, counts) -> list:
+    """Rank r's steps of allgather_recursive_doubling.run (x apart from out):
+    the folded ranks' hand-over, the rounds of swaps, the hand-back."""
+    fold = Fold.of(p)
+    v = fold.virtual(r)
+    blocks = blocks_from_counts(counts)
+    lo, n = blocks[r]
+    mine, copy = ("x", 0, n), ("out", lo, lo + n)
+    whole = ("out", 0, sum(counts))
+    steps = []
+    if r < 2 * fold.rem:
+        if v is None:
+            return [_step("send", send=mine, dest=r + 1), _step("recv", recv=whole, source=r + 1)]
+        steps.append(_step("copy", send=mine, recv=copy))
+        mine, copy = copy, None
+        plo, pn = blocks[r - 1]
+        steps.append(_step("recv", recv=("out", plo, plo + pn), source=r - 1))
+
+    def virtual_span(first, last):
+        vlo, vn = span(blocks, fold.first(first), fold.first(last))
+        return ("out", vlo, vlo + vn)
+
+    mask = 1
+    while mask < fold.pof2:
+        mine_v, theirs = v & ~(mask - 1), (v ^ mask) & ~(mask - 1)
+        partner = fold.real(v ^ mask)
+        received = virtual_span(theirs, theirs + mask)
+        if copy is not None:
+            steps += _exchange_copying(mine, partner, received, partner, copy)
+            copy = None
         else:
-            steps = [_step("sendrecv_copy", send=x, dest=right, recv=("out", rlo, rhi),
-                           source=left, copy=("out", lo, hi))]
-        return steps + [_step("sendrecv", send=("out", slo, shi), dest=dest,
-                              recv=("out", rlo, rhi), source=source)
-                        for (slo, shi), dest, (rlo, rhi), source in self.steps]
+            steps.append(_step("sendrecv", send=virtual_span(mine_v, mine_v + mask), dest=partner,
+                               recv=received, source=partner))
+        mask <<= 1
+    if r < 2 * fold.rem:
+        steps.append(_step("send", send=whole, dest=r - 1))
+    return steps
+
+
+def _largest_message(steps) -> int:
+    """The largest message a StepLane program sends or receives."""
+    sizes = [n for kind, *rest in steps if kind != _mpicall.STEP["copy"]
+             for n in (rest[3], rest[7])]
+    return max(sizes, default=0)
 
 
 def _step(kind: str, send=None, dest: int = -1, recv=None, source: int = -1, copy=None) -> tuple:
@@ -1064,14 +1109,13 @@ def _step(kind: str, send=None, dest: int = -1, recv=None, source: int = -1, cop
             rhi - rlo, buffer[cb], clo)
 
 
-def _lane_made(c, kind: str, x, rest: tuple, make) -> bool:
+def _lane_made(c, key: tuple, make) -> bool:
     """After a lane entry of pycoll._mpicall answered NOT_TAKEN: whether it
-    had no lane for this call signature, (kind, x.dtype, x.shape, *rest),
-    and make() has just made one (on the signature's first call), so that
-    the caller tries the entry again."""
-    if type(x) is not np.ndarray or c.transport is None or c._progress._pending:
+    had no lane for this call signature (*key*) and make() has just made
+    one (on the signature's first call), so that the caller tries the entry
+    again."""
+    if c.transport is None or c._progress._pending:
         return False
-    key = (kind, x.dtype, x.shape, *rest)
     try:
         if key in c._plans:
             return False                    # a signature without a lane, or a call it refused
@@ -1084,8 +1128,9 @@ def _allgather_lane(c, x, algorithm, out):
     """A plain allgather of a numpy array on its lane: the result, or
     NOT_TAKEN (nothing sent) for any call the lane does not take."""
     result = _mpicall.allgather(c, x, algorithm, out)
-    if result is _mpicall.NOT_TAKEN and _lane_made(c, "allgather-lane", x, (algorithm,),
-                                                   lambda: _make_allgather_lane(c, x, algorithm)):
+    if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lane_made(
+            c, ("allgather-lane", x.dtype, x.shape, algorithm),
+            lambda: _make_allgather_lane(c, x, algorithm)):
         result = _mpicall.allgather(c, x, algorithm, out)
     return result
 
@@ -1098,15 +1143,20 @@ def _make_allgather_lane(c, x, algorithm):
                      lambda: _gather_args("allgather", c, x, algorithm, None))
     except (TypeError, ValueError):
         return None
-    block = plan.args.counts[c.rank]
-    # At p = 2 recursive doubling is the ring: one exchange, the same messages.
-    ring = plan.algorithm == "ring" or (c.size == 2 and plan.algorithm == "recursive_doubling")
-    if not ring or c.size < 2 or not 0 < block <= min(plan.channel.segment, LANE_MAX_BYTES) \
-            or c.size > _mpicall.MAX_LANE_STEPS:
+    counts, p = plan.args.counts, c.size
+    if p < 2 or min(counts) == 0 or x.dtype != plan.args.dtype.numpy:
         return None
-    lane = _AllgatherLane(c, plan.args.shape, plan.args.counts)
-    return _mpicall.StepLane(c, c.transport, lane.program(), plan.args.shape, x.dtype, block,
-                             sum(plan.args.counts), 0, True)
+    if plan.algorithm == "ring":
+        steps = _allgather_ring_program(p, c.rank, counts)
+    elif plan.algorithm == "recursive_doubling":
+        steps = _allgather_rd_program(p, c.rank, counts)
+    else:
+        return None
+    if len(steps) > _mpicall.MAX_LANE_STEPS \
+            or _largest_message(steps) > min(plan.channel.segment, LANE_MAX_BYTES):
+        return None
+    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, counts[c.rank],
+                             sum(counts), 0, True)
 
 
 # ---------------------------------------------------------------------------
@@ -1195,40 +1245,28 @@ class _RootedLane:
                       _step("copy", send=("work", tail, self.total), recv=("out", 0, split))]
         return steps
 
-    def scatter(self, transport, tag: int, x, out, scratch) -> None:
-        """This rank's block of the root's x (bytes; None elsewhere) into out."""
+    def scatter_steps(self) -> list:
+        """A scatter's data steps at this rank (pycoll._mpicall.StepLane),
+        after the header: the root sends each child its subtree's blocks
+        from x (rotated into work first when the tree is not in rank order),
+        largest subtree first; a rank with children receives its subtree in
+        work and passes theirs on; every rank's own block ends in out."""
+        lo, hi = self.own
         if self.up is None:
-            buf = x
+            buf, steps = "x", []
             if self.rotate:
                 split, tail = self.rotate, self.total - self.rotate
-                buf = scratch
-                buf[:tail] = x[split:]
-                buf[tail:] = x[:split]
+                buf = "work"
+                steps += [_step("copy", send=("x", split, self.total), recv=("work", 0, tail)),
+                          _step("copy", send=("x", 0, split), recv=("work", tail, self.total))]
         elif not self.children:
-            transport.recv(out, self.up[0], tag)
-            return
+            return [_step("recv", recv=("out", 0, hi - lo), source=self.up[0])]
         else:
-            source, lo, hi = self.up
-            buf = scratch
-            transport.recv(buf[lo:hi], source, tag)
-        for rank, lo, hi in reversed(self.children):    # largest subtree first
-            transport.send(buf[lo:hi], rank, tag)
-        lo, hi = self.own
-        out[:] = buf[lo:hi]
-
-
-def _lane_output(out, shape: tuple, dtype, x):
-    """out as the lane's result array, a new one where out is None; None
-    where the general path must take the call (it checks out, writes back
-    a copy, or handles an out that overlaps x)."""
-    if out is None:
-        return np.empty(shape, dtype)
-    if type(out) is np.ndarray and out.dtype == dtype and out.shape == shape:
-        flags = out.flags                   # a new object on every access: read it once
-        if flags.writeable and flags.c_contiguous and flags.aligned \
-                and (x is None or not np.may_share_memory(out, x)):
-            return out
-    return None
+            source, ulo, uhi = self.up
+            buf, steps = "work", [_step("recv", recv=("work", ulo, uhi), source=source)]
+        steps += [_step("send", send=(buf, clo, chi), dest=rank)
+                  for rank, clo, chi in reversed(self.children)]
+        return steps + [_step("copy", send=(buf, lo, hi), recv=("out", 0, hi - lo))]
 
 
 def _gather_lane(c, x, root, algorithm, out):
@@ -1236,8 +1274,9 @@ def _gather_lane(c, x, root, algorithm, out):
     None elsewhere; NOT_TAKEN (nothing sent) for any call the lane does not
     take."""
     result = _mpicall.gather(c, x, root, algorithm, out)
-    if result is _mpicall.NOT_TAKEN and _lane_made(c, "gather-lane", x, (root, algorithm),
-                                                   lambda: _make_gather_lane(c, x, root, algorithm)):
+    if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lane_made(
+            c, ("gather-lane", x.dtype, x.shape, root, algorithm),
+            lambda: _make_gather_lane(c, x, root, algorithm)):
         result = _mpicall.gather(c, x, root, algorithm, out)
     return result
 
@@ -1263,93 +1302,84 @@ def _make_gather_lane(c, x, root, algorithm):
                              lane.own[1] - lane.own[0], lane.total, work, lane.up is None)
 
 
-class _ScatterHeader:
-    """A non-root's part of a scatter's header on the lane: its edges in the
-    header's binomial tree and the word it receives."""
-
-    __slots__ = ("parent", "children", "word")
-
-    def __init__(self, c, root: int):
-        self.parent, self.children = binomial_edges(root, c.rank, c.size)
-        self.word = np.zeros(8, np.int64)
-
-
 def _scatter_lane(c, x, root, algorithm, out):
-    """Run a plain scatter on its lane: the root's x a numpy array whose
-    header is the short word and whose messages each fit in a segment.
-    None (and nothing sent) for any call the lane does not take; a
-    non-root that finds, from the header, that its lane does not fit the
-    call continues on the general path."""
-    if c.transport is None or c._progress._pending:
-        return None
-    transport = c.transport
-    if c.rank == root:
-        if type(x) is not np.ndarray:
-            return None
-        lane = _cached_lane(c, ("scatter-lane-root", x.dtype, x.shape, root, algorithm),
-                            lambda: _make_scatter_root(c, x, root, algorithm))
-        flags = x.flags
-        if lane is None or not (flags.c_contiguous and flags.aligned):
-            return None
-        word, children, data = lane
-        result = _lane_output(out, data.shape, x.dtype, x)
-        if result is None:
-            return None
-        c._live()
-        header_tag = c.next_tag()
-        for child in children:
-            transport.send(word, child, header_tag)
-        data.scatter(transport, c.next_tag(), x.reshape(-1).view(np.uint8),
-                     result.reshape(-1).view(np.uint8),
-                     c.scratch("work", data.total) if data.rotate else None)
+    """A plain scatter on its lane (made on the first call): the root's x a
+    numpy array whose header is the short word and whose messages each fit
+    in a segment. This rank's block, or NOT_TAKEN (nothing sent) for any
+    call the lane does not take; past the header, a call the data lane
+    declines continues on the general path."""
+    result = _mpicall.scatter(c, x, root, algorithm, out)
+    if result is not _mpicall.NOT_TAKEN:
         return result
-    header = _cached_lane(c, ("scatter-header", root, algorithm),
-                          lambda: _make_scatter_header(c, root, algorithm))
-    if header is None:
+    if c.rank == root:
+        made = type(x) is np.ndarray and _lane_made(
+            c, ("scatter-lane-root", x.dtype, x.shape, root, algorithm),
+            lambda: _make_scatter_root(c, x, root, algorithm))
+    else:
+        made = _lane_made(c, ("scatter-header", root, algorithm),
+                          lambda: _make_scatter_receiver(c, root, algorithm))
+    return _mpicall.scatter(c, x, root, algorithm, out) if made else result
+
+
+def _make_scatter_receiver(c, root, algorithm):
+    """A non-root's header lane (pycoll._mpicall.ScatterReceiver) for
+    scatters from *root*, or None."""
+    try:
+        r = _check_root(root, c.size)
+        alg = _check_algorithm("scatter", algorithm)
+    except (TypeError, ValueError):
         return None
-    c._live()
-    word = header.word
-    header_tag = c.next_tag()
-    transport.recv(word, header.parent, header_tag)
-    for child in header.children:
-        transport.send(word, child, header_tag)
+    if r != root or r == c.rank:
+        return None
+    parent, children = binomial_edges(r, c.rank, c.size)
+    receiver = _mpicall.ScatterReceiver(c, c.transport, parent, children,
+                                        lambda word, out: _scatter_receive(c, receiver, r, alg,
+                                                                           word, out))
+    return receiver
+
+
+def _scatter_receive(c, receiver, root, algorithm, message, out):
+    """A receiver's call after a header word that does not name its last
+    data lane (or whose out that lane declined): the lane of this word,
+    found or made and remembered, else the general path's data phase."""
+    word = message.view(np.int64)
+    dtype, shape = _read_header(c, root, None, word)         # the root's error raises here
     if word[0] == HEADER_OK:
         lane = _cached_lane(c, ("scatter-lane", root, algorithm, word.tobytes()),
                             lambda: _make_scatter_data(c, word, root, algorithm))
+        receiver.expect(word.tobytes(), lane)
         if lane is not None:
-            dtype = BY_CODE[int(word[1])].numpy
-            result = _lane_output(out, lane.shape, dtype, None)
-            if result is not None:
-                lane.scatter(transport, c.next_tag(), None, result.reshape(-1).view(np.uint8),
-                             c.scratch("work", lane.total) if lane.children else None)
+            result = lane.run(None, out)
+            if result is not _mpicall.NOT_TAKEN:
                 return result
-    # The general path from the header on (an error the root sends, a
-    # signature without a lane, an out the lane does not take).
-    dtype, shape = _read_header(c, root, None, word)
     return _scatter_data(c, root, algorithm, dtype, shape, None, out, None)
 
 
-def _make_scatter_header(c, root, algorithm):
-    try:
-        r = _check_root(root, c.size)
-        _check_algorithm("scatter", algorithm)
-    except (TypeError, ValueError):
-        return None
-    return _ScatterHeader(c, r) if r == root else None
-
-
 def _make_scatter_data(c, word, root, algorithm):
-    """The data lane of the signature a header word names, or None."""
+    """A receiver's data lane of the signature a header word names, or None."""
     dtype, shape = _read_header(c, root, None, word)
     plan = _plan(c, ("scatter", dtype.name, shape, root, algorithm),
                  lambda: _scatter_args(c, dtype, shape, root, algorithm))
-    return _RootedLane(c, plan, plan.args.shape) if _RootedLane.fits(c, plan) else None
+    if not _RootedLane.fits(c, plan):
+        return None
+    return _scatter_step_lane(c, plan, dtype.numpy)
+
+
+def _scatter_step_lane(c, plan, dtype):
+    lane = _RootedLane(c, plan, plan.args.shape)
+    steps = lane.scatter_steps()
+    if len(steps) > _mpicall.MAX_LANE_STEPS:
+        return None
+    root = lane.up is None
+    work = lane.total if (lane.rotate if root else lane.children) else 0
+    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, dtype,
+                             lane.total if root else 0, lane.own[1] - lane.own[0], work, True)
 
 
 def _make_scatter_root(c, x, root, algorithm):
-    """The root's (header word, its children in the header's tree, data
-    lane), or None when the call must take the general path (which also
-    reports whatever is wrong with it)."""
+    """The root's lane (pycoll._mpicall.ScatterRoot): the header word to its
+    children in the header's tree, then the data lane; None when the call
+    must take the general path (which also reports whatever is wrong)."""
     checked = _root_lane_args(c, "scatter", x, root, algorithm)
     if checked is None or not 1 <= x.ndim <= SHORT_DIMS:
         return None
@@ -1358,10 +1388,15 @@ def _make_scatter_root(c, x, root, algorithm):
         return None
     plan = _plan(c, ("scatter", dtype.name, x.shape, r, alg),
                  lambda: _scatter_args(c, dtype, x.shape, r, alg))
-    if not _RootedLane.fits(c, plan):
+    data = _scatter_step_lane(c, plan, x.dtype) if _RootedLane.fits(c, plan) else None
+    if data is None:
         return None
-    return (_header_word(dtype, x.shape).view(np.uint8), binomial_edges(r, c.rank, c.size)[1],
-            _RootedLane(c, plan, plan.args.shape))
+
+    def rest(x, out):                       # the data lane declined out: the general path's data phase
+        msg = _message.message(x)
+        return _scatter_data(c, r, alg, msg.dtype, msg.shape, msg, out, None)
+    return _mpicall.ScatterRoot(c, c.transport, _header_word(dtype, x.shape).view(np.uint8),
+                                binomial_edges(r, c.rank, c.size)[1], data, rest)
 
 
 def _gather_args(collective: str, c, x: np.ndarray, algorithm, sizes, **more) -> CollArgs:
@@ -1493,7 +1528,7 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, ti
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if not async_op and timeout is None and c._lane_ready:
         result = _scatter_lane(c, x, root, algorithm, out)
-        if result is not None:
+        if result is not _mpicall.NOT_TAKEN:
             return result
 
     def prepare():
@@ -1604,8 +1639,9 @@ def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=N
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if not async_op and timeout is None and c._lane_ready:
         result = _mpicall.alltoall(c, x, algorithm, out)
-        if result is _mpicall.NOT_TAKEN and _lane_made(c, "alltoall-lane", x, (algorithm,),
-                                                       lambda: _make_alltoall_lane(c, x, algorithm)):
+        if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lane_made(
+                c, ("alltoall-lane", x.dtype, x.shape, algorithm),
+                lambda: _make_alltoall_lane(c, x, algorithm)):
             result = _mpicall.alltoall(c, x, algorithm, out)
         if result is not _mpicall.NOT_TAKEN:
             return result

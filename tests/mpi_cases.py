@@ -717,6 +717,11 @@ def entries_take_plain_calls(run):
               lambda: _mpicall.gather(comm, x, 0, "auto", None), everyone if r == 0 else None),
              ("allgather", lambda: comm.allgather(x, algorithm="ring"),
               lambda: _mpicall.allgather(comm, x, "ring", None), everyone),
+             ("recursive doubling allgather", lambda: comm.allgather(x, algorithm="recursive_doubling"),
+              lambda: _mpicall.allgather(comm, x, "recursive_doubling", None), everyone),
+             ("scatter", lambda: comm.scatter(everyone if r == 0 else None, root=0),
+              lambda: _mpicall.scatter(comm, everyone if r == 0 else None, 0, "auto", None),
+              np.arange(3.0) + 10 * r),
              ("alltoall", lambda: comm.alltoall(everyone),
               lambda: _mpicall.alltoall(comm, everyone, "auto", None),
               np.concatenate([np.arange(3.0) + 10 * r] * p))]
