@@ -161,7 +161,8 @@ def main(argv=None) -> int:
         else:
             segment = tuning.REDUCE_SEGMENT
             say(f"# no size above {min(candidates)} B: the candidates would send the same messages")
-    say(f"# reduce_segment {segment} B")
+    if not comm.settings.segment_bytes:     # (said above when it is set)
+        say(f"# reduce_segment {segment} B")
     with_segment(comm, segment)
     params = {"gamma": gamma, "kernel_cost": kernel_cost, "reduce_segment": segment,
               "algorithms": {}}
