@@ -165,13 +165,18 @@ def test_kernel_gamma_is_a_cost_per_byte():
 @pytest.mark.mpi
 def test_calibration_writes_a_cache_the_communicator_loads(tmp_path, monkeypatch):
     out = tmp_path / "tune.json"
-    proc = launch(2, ["-m", "pycoll.tune", "--sizes", "8,1K,64K", "--collectives", "allreduce,allgather",
+    proc = launch(2, ["-m", "pycoll.tune", "--sizes", "4,1K,64K", "--collectives", "allreduce,allgather",
                       "--segments", "4K,1M", "--budget", "0.002", "--out", out], timeout=240,
                   env={"PYCOLL_SEGMENT_BYTES": None})
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["p"] == 2 and set(data["params"]["algorithms"]) == {"allreduce", "allgather"}
     assert "measured" in proc.stdout and "model" in proc.stdout
+    # Never an empty call (4 B is no float32 element per allgather block
+    # at p = 2): at least one element everywhere.
+    sizes = {n for points in data["measured"].values() for samples in points.values()
+             for n, _ in samples}
+    assert min(sizes) == 4, sorted(sizes)
     # The segment was chosen from both candidates, timed on the same cases
     # (only 64K is larger than the smaller one).
     segments = data["segments"]
