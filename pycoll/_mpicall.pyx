@@ -802,32 +802,30 @@ STEP = {"send": STEP_SEND, "recv": STEP_RECV, "copy": STEP_COPY, "sendrecv": STE
 BUFFER = {"x": BUF_X, "out": BUF_OUT, "work": BUF_WORK}
 
 
-def gather(comm, x, root, algorithm, out):
-    """The lane of a repeated, plain gather: the root's result, None
-    elsewhere; NOT_TAKEN (nothing sent) for any other call."""
+def _step_lane_call(comm, kind, x, rest, out):
+    """The call on the StepLane made for (kind, x's dtype and shape, *rest),
+    if one was; NOT_TAKEN (nothing sent) otherwise."""
     if type(x) is not ndarray or comm._progress._pending:
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
     try:
-        lane = comm._plans.get(("gather-lane", x.dtype, x.shape, root, algorithm))
+        lane = comm._plans.get((kind, x.dtype, x.shape) + rest)
     except TypeError:
         return NOT_TAKEN
     if lane is None:
         return NOT_TAKEN
     return (<StepLane>lane).call(x, out)
+
+
+def gather(comm, x, root, algorithm, out):
+    """The lane of a repeated, plain gather: the root's result, None
+    elsewhere; NOT_TAKEN (nothing sent) for any other call."""
+    return _step_lane_call(comm, "gather-lane", x, (root, algorithm), out)
 
 
 def alltoall(comm, x, algorithm, out):
     """The lane of a repeated, plain alltoall: the result; NOT_TAKEN
     (nothing sent) for any other call."""
-    if type(x) is not ndarray or comm._progress._pending:
-        return NOT_TAKEN                    # queued calls first (Note [Issue order])
-    try:
-        lane = comm._plans.get(("alltoall-lane", x.dtype, x.shape, algorithm))
-    except TypeError:
-        return NOT_TAKEN
-    if lane is None:
-        return NOT_TAKEN
-    return (<StepLane>lane).call(x, out)
+    return _step_lane_call(comm, "alltoall-lane", x, (algorithm,), out)
 
 
 def scatter(comm, x, root, algorithm, out):
@@ -853,15 +851,7 @@ def scatter(comm, x, root, algorithm, out):
 def allgather(comm, x, algorithm, out):
     """The lane of a repeated, plain allgather: the result; NOT_TAKEN
     (nothing sent) for any other call."""
-    if type(x) is not ndarray or comm._progress._pending:
-        return NOT_TAKEN                    # queued calls first (Note [Issue order])
-    try:
-        lane = comm._plans.get(("allgather-lane", x.dtype, x.shape, algorithm))
-    except TypeError:
-        return NOT_TAKEN
-    if lane is None:
-        return NOT_TAKEN
-    return (<StepLane>lane).call(x, out)
+    return _step_lane_call(comm, "allgather-lane", x, (algorithm,), out)
 
 
 cdef class BroadcastLane:
