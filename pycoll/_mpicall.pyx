@@ -430,7 +430,7 @@ cdef class ReduceScatterLane:
         """*steps*: (lo, bytes) of the block sent and of the block received
         at each step; *received_left*: the received partial is the left
         operand; *total*: the bytes of x."""
-        if not 0 < len(steps) <= MAX_STEPS:
+        if len(steps) > MAX_STEPS:
             raise ValueError(f"a ring of {len(steps)} steps does not fit the lane")
         self.loop = loop_for(op, code)
         if self.loop is NULL:
@@ -444,7 +444,8 @@ cdef class ReduceScatterLane:
         for i, ((slo, sn), (rlo, rn)) in enumerate(steps):
             self.send_lo[i], self.send_n[i], self.recv_lo[i], self.recv_n[i] = slo, sn, rlo, rn
         self.total = total
-        self.nbytes = self.recv_n[self.nsteps - 1]         # this rank's block
+        # This rank's block; no steps: every block is empty (api.py, Note [Empty lanes]).
+        self.nbytes = self.recv_n[self.nsteps - 1] if self.nsteps else 0
 
     cdef int execute(self, char *send, char *partial, char *result, int tag) noexcept nogil:
         cdef handle_t comm = self.transport.comm

@@ -657,6 +657,61 @@ def group_lane(run):
     gather_lane_cases(run)
     scatter_lane_cases(run)
     reduce_scatter_lane_cases(run)
+    empty_lane_cases(run)
+
+
+def empty_lane_cases(run):
+    """Gather, allgather and alltoall of empty blocks (no rows, or rows of
+    no elements) on their empty lanes (pycoll/api.py, Note [Empty lanes]):
+    the right shape and dtype, a given out returned, and odd ranks on the
+    general path (a timeout) in the same calls, their tags still in step."""
+    comm, p, r = run.comm, run.p, run.r
+    root = p - 1
+    for shape in ((0,), (0, 3), (2, 0)):
+        x = np.zeros(shape, np.float32)
+        everyone = np.concatenate([x] * p)
+        mine = np.concatenate([np.array_split(x, p, axis=0)[r]] * p)
+        for repeat in range(3):
+            name = f"empty {shape} call {repeat}"
+            general = {"timeout": 60.0} if repeat == 1 and r % 2 == 1 else {}
+            for algo in ("ring", "recursive_doubling"):
+                run.check(f"{name} allgather {algo}", comm.allgather(x, algorithm=algo, **general),
+                          everyone)
+            y = comm.gather(x, root=root, **general)
+            if r == root:
+                run.check(f"{name} gather", y, everyone)
+            else:
+                assert y is None, name
+            if repeat == 2:
+                out = np.empty_like(mine)
+                assert comm.alltoall(x, out=out) is out, name
+                run.check(f"{name} alltoall out", out, mine)
+            else:
+                run.check(f"{name} alltoall", comm.alltoall(x, **general), mine)
+            for op in (Op.SUM, Op.AVG):
+                for algo in ("ring", "recursive_doubling", "rabenseifner", "tree"):
+                    run.check(f"{name} allreduce {op.value} {algo}",
+                              comm.allreduce(x, op=op, algorithm=algo, **general), x)
+                y = comm.reduce(x, op=op, root=root, **general)
+                assert (y is None) == (r != root), name
+                if r == root:
+                    run.check(f"{name} reduce {op.value}", y, x)
+                for algo in ("ring", "recursive_halving"):
+                    run.check(f"{name} reduce_scatter {op.value} {algo}",
+                              comm.reduce_scatter(x, op=op, algorithm=algo, **general),
+                              np.array_split(x, p, axis=0)[r])
+    if comm.transport is not None and p > 1:
+        f32 = np.dtype(np.float32)
+        for key in (("allgather-lane", f32, (0, 3), "ring"),
+                    ("gather-lane", f32, (2, 0), root, "auto"),
+                    ("alltoall-lane", f32, (0,), "auto")):
+            assert comm._plans.get(key) is not None, f"no empty lane for {key}"
+        for key in (("allreduce", f32, (0, 3), Op.AVG, "ring", None),
+                    ("reduce", f32, (2, 0), Op.SUM, root, "auto", None),
+                    ("reduce_scatter", f32, (0,), Op.SUM, "recursive_halving", None)):
+            assert comm._plans[key].lane is not None, f"no empty lane for {key}"
+        run.count += 1
+    lanes_were_taken(run, ("allgather-lane", "gather-lane", "alltoall-lane"), "empty lanes")
 
 
 def alltoall_lane_cases(run):
