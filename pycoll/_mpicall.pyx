@@ -44,7 +44,7 @@ path takes the call. Either path sends the same messages with the same
 tags, so ranks taking different paths in one call still meet.
 """
 
-from libc.stdint cimport intptr_t, uintptr_t
+from libc.stdint cimport int64_t, intptr_t, uintptr_t
 from libc.string cimport memcmp, memcpy
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 
@@ -526,6 +526,7 @@ cdef enum:
     BUF_X = 0                   # the buffers its steps name
     BUF_OUT = 1
     BUF_WORK = 2
+    BUF_WORD = 3                # a constant of the lane's own (an inline scatter's header word)
 
 
 cdef class StepLane:
@@ -555,7 +556,7 @@ cdef class StepLane:
     """
 
     cdef Transport transport
-    cdef object base, shape, dtype
+    cdef object base, shape, dtype, word
     cdef Py_ssize_t xbytes, outbytes, workbytes, align
     cdef bint has_result
     cdef int nsteps
@@ -572,15 +573,17 @@ cdef class StepLane:
     cdef Py_ssize_t clo[MAX_STEPS]
 
     def __cinit__(self, base, Transport transport, steps, shape, dtype, Py_ssize_t xbytes,
-                  Py_ssize_t outbytes, Py_ssize_t workbytes, bint has_result):
+                  Py_ssize_t outbytes, Py_ssize_t workbytes, bint has_result, word=b""):
         if len(steps) > MAX_STEPS:
             raise ValueError(f"{len(steps)} steps are too many for the lane")
         self.base, self.transport, self.shape, self.dtype = base, transport, shape, dtype
         self.xbytes, self.outbytes, self.workbytes = xbytes, outbytes, workbytes
         self.align = dtype.alignment
         self.has_result = has_result
+        self.word = bytes(word)
         self.nsteps = len(steps)
-        sizes = {BUF_X: xbytes, BUF_OUT: outbytes if has_result else 0, BUF_WORK: workbytes}
+        sizes = {BUF_X: xbytes, BUF_OUT: outbytes if has_result else 0, BUF_WORK: workbytes,
+                 BUF_WORD: len(self.word)}
         for i, step in enumerate(steps):
             (self.kind[i], self.dest[i], self.sbuf[i], self.slo[i], self.sn[i], self.source[i],
              self.rbuf[i], self.rlo[i], self.rn[i], self.cbuf[i], self.clo[i]) = step
@@ -637,14 +640,16 @@ cdef class StepLane:
                 return rc
         return 0
 
-    cdef object call(self, x, out):
+    cdef object call(self, x, out, int tag=-1):
         """The result (None where this rank has none), or NOT_TAKEN, with
-        nothing sent, if the Python path must take the call."""
+        nothing sent, if the Python path must take the call. The call takes
+        the next tag, or runs on *tag* (>= 0: one its caller took)."""
         cdef Py_buffer xb, ob, wb
-        cdef char *bufs[3]
-        cdef int rc, tag
+        cdef char *bufs[4]
+        cdef int rc
         cdef bint have_x = False, have_out = False, have_work = False
         bufs[BUF_X] = bufs[BUF_OUT] = bufs[BUF_WORK] = NULL
+        bufs[BUF_WORD] = <char *>self.word
         if self.xbytes:                     # else (a scatter's receiver) x is ignored
             try:
                 PyObject_GetBuffer(x, &xb, PyBUF_SIMPLE)
@@ -675,7 +680,8 @@ cdef class StepLane:
                                    PyBUF_SIMPLE | PyBUF_WRITABLE)
                 have_work = True
                 bufs[BUF_WORK] = <char *>wb.buf
-            tag = self.base.next_tag()
+            if tag < 0:
+                tag = self.base.next_tag()
             with nogil:
                 rc = self.execute(bufs, tag)
         finally:
@@ -696,20 +702,26 @@ cdef class StepLane:
 cdef class ScatterRoot:
     """The root's part of one repeated, plain scatter of an array of one
     (dtype, shape, algorithm) whose header is the short word: the word down
-    the header's binomial tree, then the data lane (a StepLane). x is
-    checked before the word leaves; an out the data lane declines goes to
-    *rest(x, out)*, the general path's data phase."""
+    the header's binomial tree, then the data lane (a StepLane); or, when
+    *inline*, the data lane alone, whose program sends each child the word
+    and its subtree's blocks in one message (api.py, Note [Inline
+    scatter]). x is checked before anything leaves; an out the data lane
+    declines goes to *rest(x, out)*, the general path's data phase (never
+    when inline: the lane then takes any out the general path would)."""
 
     cdef Transport transport
     cdef object base, word, rest
     cdef StepLane data
+    cdef bint inline
     cdef int nchildren
     cdef int children[MAX_CHILDREN]
 
-    def __cinit__(self, base, Transport transport, word, children, StepLane data, rest):
+    def __cinit__(self, base, Transport transport, word, children, StepLane data, rest,
+                  bint inline=False):
         if len(children) > MAX_CHILDREN or len(word) != WORD_BYTES:
             raise ValueError(f"{len(children)} children, a word of {len(word)} bytes")
         self.base, self.transport, self.data, self.rest = base, transport, data, rest
+        self.inline = inline
         self.word = np.array(word, np.uint8)
         self.nchildren = len(children)
         for i, child in enumerate(children):
@@ -727,6 +739,8 @@ cdef class ScatterRoot:
         PyBuffer_Release(&b)
         if not fits:
             return NOT_TAKEN
+        if self.inline:
+            return self.data.call(x, out)   # NOT_TAKEN: nothing sent, the general path's turn
         PyObject_GetBuffer(self.word, &b, PyBUF_SIMPLE)
         try:
             tag = self.base.next_tag()
@@ -745,43 +759,54 @@ cdef class ScatterRoot:
 
 cdef class ScatterReceiver:
     """A non-root's part of repeated scatters from one (root, algorithm):
-    the header word from its parent in the header's binomial tree, passed
-    on to its children, then the data lane of the last signature seen
-    (*expect*) when the word names it again; any other word, or an out that
-    lane declines, goes to *rest(word, out)*, which finds or makes the lane
-    of the new word or takes the general path's data phase."""
+    the header message from its parent in the header's binomial tree, room
+    bytes at most. A short word is passed on to its children, then the
+    data lane of the last signature seen (*expect*) runs when the word
+    names it again. An inline word (*inline_code*; api.py, Note [Inline
+    scatter]) brings this rank's subtree's blocks along: the data lane of
+    its signature passes them on and keeps its own block, on the same tag.
+    Any other word, or an out the lane declines, goes to *rest(message,
+    out, tag)*, which finds or makes the lane of the new word or takes the
+    general path from there."""
 
     cdef Transport transport
-    cdef object base, word, expected, lane, rest
-    cdef int parent, nchildren
+    cdef object base, message, expected, lane, lane_x, rest
+    cdef int parent, nchildren, room
+    cdef int64_t inline_code
     cdef int children[MAX_CHILDREN]
 
-    def __cinit__(self, base, Transport transport, int parent, children, rest):
-        if len(children) > MAX_CHILDREN:
-            raise ValueError(f"{len(children)} children: more than the lane holds")
+    def __cinit__(self, base, Transport transport, int parent, children, rest, int room,
+                  int64_t inline_code):
+        if len(children) > MAX_CHILDREN or room < WORD_BYTES:
+            raise ValueError(f"{len(children)} children, room for {room} bytes")
         self.base, self.transport, self.rest = base, transport, rest
         self.parent, self.nchildren = parent, len(children)
         for i, child in enumerate(children):
             self.children[i] = child
-        self.word = np.zeros(WORD_BYTES, np.uint8)
-        self.expected, self.lane = None, None
+        self.room, self.inline_code = room, inline_code
+        self.message = np.zeros(room, np.uint8)
+        self.expected, self.lane, self.lane_x = None, None, None
 
     def expect(self, bytes word, lane) -> None:
-        """The data lane (a StepLane, or None) of the signature *word* names."""
-        self.expected, self.lane = word, lane
+        """The data lane (a StepLane, or None) of the signature *word* names;
+        for an inline word the lane reads the received message as its x."""
+        self.expected, self.lane, self.lane_x = word, lane, None
+        if lane is not None and np.frombuffer(word[:8], np.int64)[0] == self.inline_code:
+            self.lane_x = self.message[:(<StepLane>lane).xbytes]
 
     cdef object call(self, out):
         cdef Py_buffer b
         cdef int i, rc, tag
-        cdef bint same
-        PyObject_GetBuffer(self.word, &b, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        cdef bint same, inline
+        PyObject_GetBuffer(self.message, &b, PyBUF_SIMPLE | PyBUF_WRITABLE)
         try:
             tag = self.base.next_tag()
             with nogil:
-                rc = c_recv(b.buf, WORD_BYTES, BYTE, self.parent, tag, self.transport.comm,
+                rc = c_recv(b.buf, self.room, BYTE, self.parent, tag, self.transport.comm,
                             self.transport.status)
+                inline = rc == 0 and (<int64_t *>b.buf)[0] == self.inline_code
                 for i in range(self.nchildren):
-                    if rc != 0:
+                    if rc != 0 or inline:
                         break
                     rc = c_send(b.buf, WORD_BYTES, BYTE, self.children[i], tag,
                                 self.transport.comm)
@@ -791,16 +816,19 @@ cdef class ScatterReceiver:
             PyBuffer_Release(&b)
         check(rc, "the scatter header")
         if same:
-            result = (<StepLane>self.lane).call(None, out)
+            if inline:
+                result = (<StepLane>self.lane).call(self.lane_x, out, tag)
+            else:
+                result = (<StepLane>self.lane).call(None, out)
             if result is not NOT_TAKEN:
                 return result
-        return self.rest(self.word.copy(), out)
+        return self.rest(self.message.copy(), out, tag)
 
 
 # The names pycoll/api.py builds StepLane programs with.
 STEP = {"send": STEP_SEND, "recv": STEP_RECV, "copy": STEP_COPY, "sendrecv": STEP_SENDRECV,
         "sendrecv_copy": STEP_SENDRECV_COPY}
-BUFFER = {"x": BUF_X, "out": BUF_OUT, "work": BUF_WORK}
+BUFFER = {"x": BUF_X, "out": BUF_OUT, "work": BUF_WORK, "word": BUF_WORD}
 
 
 def _step_lane_call(comm, kind, x, rest, out):

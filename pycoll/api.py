@@ -519,15 +519,17 @@ def _header(c, root: int, header, deadline, collective: str, payload=None) -> tu
     """The root's (DType, shape, inline data or None), on every rank.
 
     One message down a binomial tree: 8 int64 (status, dtype code, ndim and
-    up to SHORT_DIMS dimensions), then, when the root passes a broadcast's
-    *payload* (uint8, at most INLINE_BYTES; _inline_broadcast), the data
-    itself. An error on the root, or more dimensions, take a second, JSON
-    message; every rank raises the root's error. *header* is the root's dict
-    from _root_header, None elsewhere. Receivers of a broadcast leave room
-    for an inline payload; scatter's header never carries one.
+    up to SHORT_DIMS dimensions), then, when the root passes a *payload*
+    (uint8, at most INLINE_BYTES), the data itself: a broadcast's whole
+    (_inline_broadcast), or a scatter's blocks in the order of ranks
+    relative to the root, each child getting its subtree's (Note [Inline
+    scatter]; the inline data returned is then this rank's block). An error
+    on the root, or more dimensions, take a second, JSON message; every
+    rank raises the root's error. *header* is the root's dict from
+    _root_header, None elsewhere. Receivers leave room for an inline
+    payload.
     """
-    room = WORD_BYTES + (INLINE_BYTES if collective == "broadcast" else 0)
-    message = np.zeros(room, np.uint8)
+    message = np.zeros(WORD_BYTES + INLINE_BYTES, np.uint8)
     word = message[:WORD_BYTES].view(np.int64)
     length = WORD_BYTES
     if c.rank == root:
@@ -538,13 +540,18 @@ def _header(c, root: int, header, deadline, collective: str, payload=None) -> tu
             word[:] = _header_word(BY_NAME[header["dtype"]], shape)
             if payload is not None:
                 word[0] = HEADER_INLINE
-                length += len(payload)
-                message[WORD_BYTES:length] = payload
+                if collective == "broadcast":
+                    length += len(payload)
+                    message[WORD_BYTES:length] = payload
     channel = Channel(c, c.next_tag())
     channel.begin(deadline, collective, "header", 1)
     parent, children = binomial_edges(root, c.rank, c.size)
     if parent is not None:
         channel.recv(message, parent)
+    if collective == "scatter" and word[0] == HEADER_INLINE:
+        dtype, shape = _read_header(c, root, header, word)
+        blocks = payload if parent is None else message[WORD_BYTES:]
+        return dtype, shape, _scatter_forward(c, root, dtype, shape, word, blocks, channel)
     sent = message[:_header_length(word)]
     channel.wait([r for child in children for r in channel.isend(sent, child)])
     dtype, shape = _read_header(c, root, header, word)
@@ -1361,18 +1368,28 @@ def _make_scatter_receiver(c, root, algorithm):
     if r != root or r == c.rank:
         return None
     parent, children = binomial_edges(r, c.rank, c.size)
-    receiver = _mpicall.ScatterReceiver(c, c.transport, parent, children,
-                                        lambda word, out: _scatter_receive(c, receiver, r, alg,
-                                                                           word, out))
+    receiver = _mpicall.ScatterReceiver(
+        c, c.transport, parent, children,
+        lambda message, out, tag: _scatter_receive(c, receiver, r, alg, message, out, tag),
+        WORD_BYTES + INLINE_BYTES, HEADER_INLINE)
     return receiver
 
 
-def _scatter_receive(c, receiver, root, algorithm, message, out):
+def _scatter_receive(c, receiver, root, algorithm, message, out, tag):
     """A receiver's call after a header word that does not name its last
     data lane (or whose out that lane declined): the lane of this word,
-    found or made and remembered, else the general path's data phase."""
-    word = message.view(np.int64)
+    found or made and remembered, else the general path: an inline word's
+    blocks passed on (on the header's *tag*), or the data phase."""
+    word = message[:WORD_BYTES].view(np.int64)
     dtype, shape = _read_header(c, root, None, word)         # the root's error raises here
+    if word[0] == HEADER_INLINE:
+        receiver.expect(word.tobytes(), _cached_lane(
+            c, ("scatter-lane", root, algorithm, word.tobytes()),
+            lambda: _make_scatter_data(c, word, root, algorithm)))
+        channel = Channel(c, tag)
+        channel.begin(None, "scatter", "header", 1)
+        own = _scatter_forward(c, root, dtype, shape, word, message[WORD_BYTES:], channel)
+        return _scatter_own(c, root, algorithm, dtype, shape, own, out)
     if word[0] == HEADER_OK:
         lane = _cached_lane(c, ("scatter-lane", root, algorithm, word.tobytes()),
                             lambda: _make_scatter_data(c, word, root, algorithm))
@@ -1389,9 +1406,51 @@ def _make_scatter_data(c, word, root, algorithm):
     dtype, shape = _read_header(c, root, None, word)
     plan = _plan(c, ("scatter", dtype.name, shape, root, algorithm),
                  lambda: _scatter_args(c, dtype, shape, root, algorithm))
+    if word[0] == HEADER_INLINE:
+        return _inline_scatter_lane(c, plan, dtype.numpy, None)
     if not _RootedLane.fits(c, plan):
         return None
     return _scatter_step_lane(c, plan, dtype.numpy)
+
+
+def _inline_scatter_lane(c, plan, dtype, word):
+    """This rank's part of an inline scatter (Note [Inline scatter]) as a
+    StepLane: on the root (*word* given) x is the caller's array, in rank
+    order; elsewhere x is the received message, the word then the blocks.
+    Each child's message is put together in work (the word, then its
+    subtree's blocks) and sent; this rank's block is copied to out."""
+    p, r, root, counts = c.size, c.rank, plan.args.root, plan.args.counts
+    own, kids, sub = _inline_scatter_spans(p, r, root, counts)
+    total, split = sum(counts), sum(counts[:root])
+
+    def pieces(lo, hi):
+        """Where blocks[lo:hi] lie in x: after the word, or (the root)
+        rotated back to rank order."""
+        if word is None:
+            return [(WORD_BYTES + lo, WORD_BYTES + hi)] if hi > lo else []
+        lo, hi = lo + split, hi + split         # past total: wrapped round to 0
+        spans = [(lo, min(hi, total)), (max(lo, total) - total, hi - total)]
+        return [(a, b) for a, b in spans if b > a]
+
+    head = ("word", 0, WORD_BYTES) if word is not None else ("x", 0, WORD_BYTES)
+    steps, at = [], 0
+    for child, lo, hi in kids:
+        steps.append(_step("copy", send=head, recv=("work", at, at + WORD_BYTES)))
+        end = at + WORD_BYTES
+        for a, b in pieces(lo, hi):
+            steps.append(_step("copy", send=("x", a, b), recv=("work", end, end + b - a)))
+            end += b - a
+        steps.append(_step("send", send=("work", at, end), dest=child))
+        at = end
+    end = 0
+    for a, b in pieces(0, own):
+        steps.append(_step("copy", send=("x", a, b), recv=("out", end, end + b - a)))
+        end += b - a
+    if len(steps) > _mpicall.MAX_LANE_STEPS:
+        return None
+    xbytes = total if word is not None else WORD_BYTES + sub
+    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, dtype, xbytes, own, at,
+                             True, b"" if word is None else word.tobytes())
 
 
 def _scatter_step_lane(c, plan, dtype):
@@ -1417,6 +1476,13 @@ def _make_scatter_root(c, x, root, algorithm):
         return None
     plan = _plan(c, ("scatter", dtype.name, x.shape, r, alg),
                  lambda: _scatter_args(c, dtype, x.shape, r, alg))
+    children = binomial_edges(r, c.rank, c.size)[1]
+    if _inline_scatter(c, plan):
+        word = _header_word(dtype, x.shape)
+        word[0] = HEADER_INLINE
+        data = _inline_scatter_lane(c, plan, x.dtype, word)
+        return None if data is None else _mpicall.ScatterRoot(
+            c, c.transport, word.view(np.uint8), children, data, None, True)
     data = _scatter_step_lane(c, plan, x.dtype) if _RootedLane.fits(c, plan) else None
     if data is None:
         return None
@@ -1425,7 +1491,7 @@ def _make_scatter_root(c, x, root, algorithm):
         msg = _message.message(x)
         return _scatter_data(c, r, alg, msg.dtype, msg.shape, msg, out, None)
     return _mpicall.ScatterRoot(c, c.transport, _header_word(dtype, x.shape).view(np.uint8),
-                                binomial_edges(r, c.rank, c.size)[1], data, rest)
+                                children, data, rest)
 
 
 def _gather_args(collective: str, c, x: np.ndarray, algorithm, sizes, **more) -> CollArgs:
@@ -1568,10 +1634,83 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, ti
             header, msg = _root_header(x, lambda m: _rows(m.shape, "scatter"))
 
         def run(deadline):
-            dtype, shape, _ = _header(c, r, header, deadline, "scatter")
+            payload = None if msg is None else _inline_scatter_payload(c, r, alg, msg)
+            dtype, shape, own = _header(c, r, header, deadline, "scatter", payload)
+            if own is not None:
+                return _scatter_own(c, r, alg, dtype, shape, own, out)
             return _scatter_data(c, r, alg, dtype, shape, msg, out, deadline)
         return {"collective": "scatter", "root": r, "algorithm": alg}, run
     return _call(c, "scatter", async_op, timeout, prepare)
+
+
+# Note [Inline scatter]
+# ~~~~~~~~~~~~~~~~~~~~~
+# A scatter of at most INLINE_BYTES in all, on the header's own tree (the
+# binomial tree, or either algorithm at p = 2: one link), sends each child
+# the header word and its subtree's blocks in one message, as a broadcast
+# of that size carries its data in the header (INLINE_BYTES). The word says
+# so (HEADER_INLINE), so every rank knows, whichever path it takes, that no
+# data phase follows and no second tag is taken. A rank's message holds
+# its subtree's blocks in the order of ranks relative to the root: its own
+# block first, then each child's subtree; it passes each child the word
+# and that child's part, largest subtree first, and keeps its own block.
+# Every edge of the tree is then one message, as in native MPI, where a
+# small scatter was two (the word, then the data).
+
+
+def _inline_scatter(c, plan) -> bool:
+    """Whether a scatter's root sends the data inside the header
+    (Note [Inline scatter])."""
+    return c.size >= 2 and sum(plan.args.counts) <= INLINE_BYTES and (
+        plan.algorithm == "binomial" or c.size == 2)
+
+
+def _inline_scatter_spans(p: int, r: int, root: int, counts) -> tuple:
+    """(own block bytes, [(child rank, lo, hi)] largest subtree first, the
+    subtree's bytes) of rank r's part of an inline scatter's blocks, in
+    bytes from the start of its own block."""
+    rel = (r - root) % p
+    ends = np.cumsum([0] + [counts[(i + root) % p] for i in range(p)]).tolist()
+    _, end, children = _binomial_subtree(rel, p)
+    base = ends[rel]
+    kids = [((first + root) % p, ends[first] - base, ends[last] - base)
+            for first, last in reversed(children)]
+    return ends[rel + 1] - base, kids, ends[end] - base
+
+
+def _inline_scatter_payload(c, r: int, alg: str, msg):
+    """The root's blocks in relative order (uint8) when its scatter goes
+    inline, else None."""
+    if len(msg.shape) > SHORT_DIMS or not msg.shape:
+        return None                         # a long header, or the root's error
+    plan = _plan(c, ("scatter", msg.dtype.name, msg.shape, r, alg),
+                 lambda: _scatter_args(c, msg.dtype, msg.shape, r, alg))
+    if not _inline_scatter(c, plan):
+        return None
+    split = sum(plan.args.counts[:r])
+    return np.concatenate((msg.data[split:], msg.data[:split]))
+
+
+def _scatter_forward(c, root: int, dtype, shape, word, blocks, channel):
+    """Pass each child the word and its subtree's part of *blocks* (this
+    rank's part of an inline scatter, Note [Inline scatter]); this rank's
+    own block."""
+    counts = _split_counts(shape, dtype.itemsize, c.size)
+    own, kids, _ = _inline_scatter_spans(c.size, c.rank, root, counts)
+    head = word.view(np.uint8)
+    messages = [np.concatenate((head, blocks[lo:hi])) for _, lo, hi in kids]
+    channel.wait([q for (child, _, _), m in zip(kids, messages) for q in channel.isend(m, child)])
+    return blocks[:own]
+
+
+def _scatter_own(c, r, alg, dtype, shape, own, out):
+    """An inline scatter's result: this rank's block, *own*, into out or a
+    new array (a bad out raises; every message has left already)."""
+    plan = _plan(c, ("scatter", dtype.name, shape, r, alg),
+                 lambda: _scatter_args(c, dtype, shape, r, alg))
+    result, result_data, writeback = _result(out, plan.args.shape, dtype)
+    result_data[:] = own
+    return _done(result, result_data, writeback, out)
 
 
 def _scatter_data(c, r, alg, dtype, shape, msg, out, deadline):

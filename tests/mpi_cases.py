@@ -897,11 +897,53 @@ def scatter_lane_cases(run):
         expect(ValueError, "at least one dimension", comm.scatter,
                np.float64(1.0) if r == 0 else None, 0)
     if p > 1:
-        full = np.arange(p - 1, dtype=np.float32)   # a rank gets an empty block: no lane
+        full = np.arange(p - 1, dtype=np.float32)   # a rank gets an empty block
         for _ in range(2):
             y = comm.scatter(full if r == 0 else None, root=0)
             run.check("scatter lane: empty block", y, np.array_split(full, p)[r])
+    inline_scatter_cases(run)
     lanes_were_taken(run, ("scatter-lane", "scatter-lane-root"), "scatter lane")
+
+
+def inline_scatter_cases(run):
+    """Scatters of at most INLINE_BYTES on the header's tree carry their
+    blocks in the header's messages (pycoll/api.py, Note [Inline scatter]):
+    at the limit and 8 bytes past it, with no data at all, each with odd
+    ranks on the general path (a timeout, a strided out) in the same calls
+    as the others' lanes, and the root's lane made."""
+    from pycoll.api import INLINE_BYTES
+
+    comm, p, r = run.comm, run.p, run.r
+    root = p // 2
+    for count in (INLINE_BYTES // 8, INLINE_BYTES // 8 + 1, 0, 3):
+        for algo in ("binomial", "linear", "auto"):
+            name = f"inline scatter {count} float64 {algo}"
+            full = rank_data("float64", (count, 1), root, seed_of(name)).reshape(count)
+            want = np.array_split(full, p)[r]
+            for repeat in range(4):
+                kwargs = {}
+                if repeat == 1 and r % 2 == 1:
+                    kwargs["timeout"] = 60.0
+                elif repeat == 2 and r % 2 == 1:
+                    target = np.zeros(2 * len(want))
+                    kwargs["out"] = target[::2]
+                x = full.copy() if r == root else None
+                before = comm._tag
+                y = comm.scatter(x, root=root, algorithm=algo, **kwargs)
+                run.check(f"{name} call {repeat}", y, want)
+                if algo != "auto" and p > 1:    # one tag when inline, else the data's too
+                    inline = count * 8 <= INLINE_BYTES and (algo == "binomial" or p == 2)
+                    tags = comm._tag - before
+                    assert tags == (1 if inline else 2), (name, repeat, tags)
+                if "out" in kwargs:
+                    assert y is kwargs["out"] and not target[1::2].any(), name
+                if r == root:
+                    assert np.array_equal(x, full), f"{name}: x changed"
+    if comm.transport is not None and p > 1:
+        for count in (INLINE_BYTES // 8, 0):
+            key = ("scatter-lane-root", np.dtype(np.float64), (count,), root, "binomial")
+            assert r != root or comm._plans.get(key) is not None, f"no inline root lane {key}"
+        run.count += 1
 
 
 def reduce_lane_cases(run):
