@@ -574,8 +574,9 @@ def _inline_data(message, word):
 def _inline_broadcast(c, plan, nbytes: int) -> bool:
     """Whether the root sends a broadcast's data inside its header: small,
     and on the header's own tree (the binomial tree, or the pipeline at
-    p = 2: one link either way)."""
-    return 0 < nbytes <= INLINE_BYTES and _on_tree(c, plan)
+    p = 2: one link either way); no data at all goes the same way, the
+    header its only message."""
+    return nbytes <= INLINE_BYTES and _on_tree(c, plan)
 
 
 def _on_tree(c, plan) -> bool:
@@ -945,7 +946,7 @@ def _make_broadcast_lane(c, x, root, algorithm):
     (_inline_broadcast); None when the call must take the general path
     (which also reports whatever is wrong with it)."""
     checked = _root_lane_args(c, "broadcast", x, root, algorithm)
-    if checked is None or x.ndim > SHORT_DIMS or not 0 < x.nbytes <= LANE_MAX_BYTES:
+    if checked is None or x.ndim > SHORT_DIMS or x.nbytes > LANE_MAX_BYTES:
         return None
     r, alg, dtype = checked
     if x.dtype != dtype.numpy:

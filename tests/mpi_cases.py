@@ -1172,13 +1172,13 @@ def broadcast_lane_cases(run):
 
 def inline_broadcast_cases(run):
     """A small broadcast on the tree sends its data inside the header's
-    message (api.INLINE_BYTES): one message per edge, so one tag per call.
-    Lane and general-path receivers (x or None) meet it at the limit, past
+    message (api.INLINE_BYTES): one message per edge, so one tag per call;
+    with no data the header is the only message. Lane and general-path receivers (x or None) meet it at the limit, past
     it, and when the root's header is not the one a lane expects."""
     from pycoll.api import INLINE_BYTES
 
     comm, p, r = run.comm, run.p, run.r
-    for nbytes, messages in [(8, 1), (INLINE_BYTES, 1), (INLINE_BYTES + 8, 2)]:
+    for nbytes, messages in [(0, 1), (8, 1), (INLINE_BYTES, 1), (INLINE_BYTES + 8, 2)]:
         for repeat in range(3):
             name = f"inline broadcast {nbytes} B call {repeat}"
             want = rank_data("float64", (nbytes // 8,), 0, seed_of(name))
