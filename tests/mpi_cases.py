@@ -939,6 +939,24 @@ def inline_scatter_cases(run):
                     assert y is kwargs["out"] and not target[1::2].any(), name
                 if r == root:
                     assert np.array_equal(x, full), f"{name}: x changed"
+    # A rank's out of the wrong shape is found once the header has come:
+    # that rank still passes its children their blocks, then raises; its
+    # out is untouched, the others get theirs, the tags still agree.
+    bad = (root + 2) % p
+    for count in (8 * p, INLINE_BYTES // 8 + p):
+        for repeat in range(2):
+            name = f"scatter {count} float64, rank {bad}'s out wrong, call {repeat}"
+            full = rank_data("float64", (count,), root, seed_of(name))
+            x = full.copy() if r == root else None
+            if r == bad and r != root:
+                out = np.full(len(np.array_split(full, p)[r]) + 1, -1.0)
+                expect(ValueError, "out has shape", comm.scatter, x, root, "binomial", out)
+                assert (out == -1).all(), f"{name}: out written"
+            else:
+                run.check(name, comm.scatter(x, root=root, algorithm="binomial"),
+                          np.array_split(full, p)[r])
+    y = comm.allreduce(np.array([r + 1.0]))
+    run.check("inline scatter: tags agree after", y, np.array([p * (p + 1) / 2]))
     if comm.transport is not None and p > 1:
         for count in (INLINE_BYTES // 8, 0):
             key = ("scatter-lane-root", np.dtype(np.float64), (count,), root, "binomial")
