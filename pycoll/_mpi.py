@@ -23,7 +23,7 @@ def mpi():
 
 # The MPI functions pycoll._mpicall calls from C, and where to find them.
 C_FUNCTIONS = ("MPI_Send", "MPI_Recv", "MPI_Sendrecv", "MPI_Isend", "MPI_Irecv", "MPI_Wait",
-               "MPI_Comm_rank", "MPI_Type_size", "MPI_Get_count")
+               "MPI_Test", "MPI_Cancel", "MPI_Comm_rank", "MPI_Type_size", "MPI_Get_count")
 SONAMES = ("libmpi.so.12", "libmpi.so.40", "libmpi.so")      # MPICH and kin, Open MPI
 
 

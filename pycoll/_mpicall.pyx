@@ -6,8 +6,10 @@ At small sizes the Python around an MPI call is most of its cost: mpi4py's
 ``Sendrecv`` spends about 0.6 us parsing its arguments, as long as the
 message itself takes with Open MPI. This module calls ``MPI_Send``,
 ``MPI_Recv`` and ``MPI_Sendrecv`` directly, ``MPI_Isend``,
-``MPI_Irecv`` and ``MPI_Wait`` for a sendrecv that copies meanwhile, and
-``MPI_Get_count`` for the length of a broadcast header it forwards.
+``MPI_Irecv`` and ``MPI_Wait`` for a sendrecv that copies meanwhile,
+``MPI_Test`` and ``MPI_Cancel`` for a lane call with a deadline (Note [Lane
+deadlines]), and ``MPI_Get_count`` for the length of a broadcast header it
+forwards.
 
 pycoll is not built against any one MPI: mpi4py chooses MPICH or Open MPI at
 run time, and so must pycoll. So the functions are looked up by name in the
@@ -46,10 +48,14 @@ tags, so ranks taking different paths in one call still meet.
 
 from libc.stdint cimport int64_t, intptr_t, uintptr_t
 from libc.string cimport memcmp, memcpy
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, nanosleep, timespec
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+
+import logging
 
 import numpy as np
 
+from pycoll.errors import CollectiveTimeout
 from pycoll._kernels.reduce cimport pycoll_binary_loop, itemsize_of, loop_for, scale_buffer
 
 ctypedef intptr_t handle_t
@@ -69,6 +75,8 @@ ctypedef int (*isend_fn)(const void *buf, int count, handle_t dtype, int dest, i
 ctypedef int (*irecv_fn)(void *buf, int count, handle_t dtype, int source, int tag,
                          handle_t comm, void *request) noexcept nogil
 ctypedef int (*wait_fn)(void *request, void *status) noexcept nogil
+ctypedef int (*test_fn)(void *request, int *flag, void *status) noexcept nogil
+ctypedef int (*cancel_fn)(void *request) noexcept nogil
 ctypedef int (*comm_rank_fn)(handle_t comm, int *rank) noexcept nogil
 ctypedef int (*type_size_fn)(handle_t dtype, int *size) noexcept nogil
 ctypedef int (*get_count_fn)(const void *status, handle_t dtype, int *count) noexcept nogil
@@ -79,6 +87,8 @@ cdef sendrecv_fn c_sendrecv = NULL
 cdef isend_fn c_isend = NULL
 cdef irecv_fn c_irecv = NULL
 cdef wait_fn c_wait = NULL
+cdef test_fn c_test = NULL
+cdef cancel_fn c_cancel = NULL
 cdef comm_rank_fn c_comm_rank = NULL
 cdef type_size_fn c_type_size = NULL
 cdef get_count_fn c_get_count = NULL
@@ -105,7 +115,7 @@ def LOADED_FLAG() -> bool:
 def load(functions: dict, byte_handle) -> None:
     """Install the addresses of the MPI functions (name -> address)."""
     global c_send, c_recv, c_sendrecv, c_isend, c_irecv, c_wait, c_comm_rank, c_type_size
-    global c_get_count
+    global c_get_count, c_test, c_cancel
     global BYTE, LOADED
     c_send = <send_fn><uintptr_t>functions["MPI_Send"]
     c_recv = <recv_fn><uintptr_t>functions["MPI_Recv"]
@@ -113,6 +123,8 @@ def load(functions: dict, byte_handle) -> None:
     c_isend = <isend_fn><uintptr_t>functions["MPI_Isend"]
     c_irecv = <irecv_fn><uintptr_t>functions["MPI_Irecv"]
     c_wait = <wait_fn><uintptr_t>functions["MPI_Wait"]
+    c_test = <test_fn><uintptr_t>functions["MPI_Test"]
+    c_cancel = <cancel_fn><uintptr_t>functions["MPI_Cancel"]
     c_comm_rank = <comm_rank_fn><uintptr_t>functions["MPI_Comm_rank"]
     c_type_size = <type_size_fn><uintptr_t>functions["MPI_Type_size"]
     c_get_count = <get_count_fn><uintptr_t>functions["MPI_Get_count"]
@@ -260,6 +272,76 @@ cdef object lane_output(out, shape, dtype):
     return NOT_TAKEN
 
 
+# Note [Lane deadlines]
+# ~~~~~~~~~~~~~~~~~~~~~
+# An allreduce or reduce with timeout= takes its lane too (frameworks pass
+# a timeout on every call, and the general path costs about 15 us of
+# Python more at 8 B). The call then has a deadline, a time.monotonic()
+# value (CLOCK_MONOTONIC, the clock Python's monotonic reads on Linux):
+# each step posts MPI_Irecv and MPI_Isend and tests them, as
+# Channel.wait (pycoll/_p2p.py) does, sleeping NAP between tests after
+# SPIN of them. When the deadline passes, the pending receive is
+# cancelled and the call raises CollectiveTimeout naming the peer and the
+# step, after breaking the communicator: what the general path does. The
+# messages and tags are the same either way, so a rank on the general
+# path, or without a deadline, still meets it.
+
+cdef enum:
+    TIMED_OUT = -1          # not an MPI error code (those are >= 0)
+    SPIN = 2000             # as pycoll/_p2p.py
+    NAP_NS = 50000
+
+
+cdef double monotonic() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <double>ts.tv_sec + <double>ts.tv_nsec * 1e-9
+
+
+cdef int transfer_by(const char *sbuf, int dest, char *rbuf, int source, int n, int tag,
+                     handle_t comm, void *status, double deadline) noexcept nogil:
+    """Send n bytes of sbuf to dest, receive n bytes from source into rbuf
+    (either buffer NULL: that half is not done), by *deadline* (Note [Lane
+    deadlines]): 0, an MPI error code, or TIMED_OUT with the receive
+    cancelled if it was still pending."""
+    cdef intptr_t requests[2]
+    cdef int done[2]
+    cdef int count = 0, i, rc, flag, pending, tries = 0
+    cdef timespec nap
+    nap.tv_sec, nap.tv_nsec = 0, NAP_NS
+    requests[0] = requests[1] = 0
+    done[0] = done[1] = 0
+    if rbuf != NULL:
+        rc = c_irecv(rbuf, n, BYTE, source, tag, comm, &requests[0])
+        if rc != 0:
+            return rc
+        count = 1
+    if sbuf != NULL:
+        rc = c_isend(sbuf, n, BYTE, dest, tag, comm, &requests[count])
+        if rc != 0:
+            return rc
+        count += 1
+    while True:
+        pending = 0
+        for i in range(count):
+            if not done[i]:
+                flag = 0
+                rc = c_test(&requests[i], &flag, status)
+                if rc != 0:
+                    return rc
+                done[i] = flag
+                pending += not flag
+        if pending == 0:
+            return 0
+        if monotonic() > deadline:
+            if rbuf != NULL and not done[0]:
+                c_cancel(&requests[0])      # the communicator is broken from here on
+            return TIMED_OUT
+        tries += 1
+        if tries > SPIN:
+            nanosleep(&nap, NULL)
+
+
 cdef class Lane:
     """One allreduce or reduce plan, run in C: its schedule, kernel and buffers.
 
@@ -267,21 +349,24 @@ cdef class Lane:
     one segment, nothing is accumulated in another dtype, and the
     communicator has a Transport. *gets_result*: this rank ends with the
     result (every rank of an allreduce, the root of a reduce); elsewhere the
-    partial lives in scratch and the call returns None.
+    partial lives in scratch and the call returns None. *collective* and
+    *algorithm* name the call in a CollectiveTimeout (Note [Lane deadlines]).
     """
 
     cdef Transport transport
-    cdef object base, shape, dtype, scratch
+    cdef object base, shape, dtype, scratch, collective, algorithm
     cdef pycoll_binary_loop loop
-    cdef int code, nsteps, divisor
+    cdef int code, nsteps, divisor, stuck_peer, stuck_step
     cdef bint gets_result
+    cdef double deadline
     cdef Py_ssize_t nbytes, count, align
     cdef int kinds[MAX_STEPS]
     cdef int peers[MAX_STEPS]
     cdef int lefts[MAX_STEPS]
 
     def __cinit__(self, base, Transport transport, steps, int op, int code, shape, dtype,
-                  Py_ssize_t nbytes, int divisor, bint gets_result=True):
+                  Py_ssize_t nbytes, int divisor, bint gets_result=True,
+                  collective="allreduce", algorithm="?"):
         if len(steps) > MAX_STEPS:
             raise ValueError(f"a schedule of {len(steps)} steps is too long for the lane")
         self.loop = loop_for(op, code)
@@ -294,6 +379,8 @@ cdef class Lane:
         self.align = 8 if itemsize_of(code) == 16 else itemsize_of(code)
         self.divisor = divisor              # AVG: divide by p; 0: no division
         self.gets_result = gets_result
+        self.collective, self.algorithm = collective, algorithm
+        self.deadline = 0.0
         self.nsteps = len(steps)
         for i, step in enumerate(steps):
             self.kinds[i], self.peers[i] = step[0], step[1]
@@ -301,6 +388,20 @@ cdef class Lane:
         # The received partial lands in the communicator's scratch, borrowed
         # per call: plans are many, one buffer per plan would add up.
         self.scratch = base.scratch
+
+    cdef int transfer(self, const char *sbuf, char *rbuf, int peer, int n, int tag,
+                      handle_t comm) noexcept nogil:
+        """One step's messages with *peer*: a send (rbuf NULL), a receive
+        (sbuf NULL) or both; by the call's deadline when it has one."""
+        if self.deadline > 0:
+            return transfer_by(sbuf, peer, rbuf, peer, n, tag, comm, self.transport.status,
+                               self.deadline)
+        if rbuf == NULL:
+            return c_send(sbuf, n, BYTE, peer, tag, comm)
+        if sbuf == NULL:
+            return c_recv(rbuf, n, BYTE, peer, tag, comm, self.transport.status)
+        return c_sendrecv(sbuf, n, BYTE, peer, tag, rbuf, n, BYTE, peer, tag, comm,
+                          self.transport.status)
 
     cdef int execute(self, char *send, char *data, char *theirs, int tag) noexcept nogil:
         """The schedule: the partial starts in send and lives in data from
@@ -313,9 +414,9 @@ cdef class Lane:
         for i in range(self.nsteps):
             peer = self.peers[i]
             if self.kinds[i] == SEND:
-                rc = c_send(mine, n, BYTE, peer, tag, comm)
+                rc = self.transfer(mine, NULL, peer, n, tag, comm)
             elif self.kinds[i] == RECV:
-                rc = c_recv(data, n, BYTE, peer, tag, comm, self.transport.status)
+                rc = self.transfer(NULL, data, peer, n, tag, comm)
                 mine = data
             else:
                 # Straight into data while the partial is still the input
@@ -323,10 +424,9 @@ cdef class Lane:
                 # Note [Reduce in place] of pycoll/_p2p.py.
                 into = data if mine != data else theirs
                 if self.kinds[i] == RECV_REDUCE:
-                    rc = c_recv(into, n, BYTE, peer, tag, comm, self.transport.status)
+                    rc = self.transfer(NULL, into, peer, n, tag, comm)
                 else:
-                    rc = c_sendrecv(mine, n, BYTE, peer, tag, into, n, BYTE, peer, tag, comm,
-                                    self.transport.status)
+                    rc = self.transfer(mine, into, peer, n, tag, comm)
                 if rc == 0:
                     if self.lefts[i]:
                         self.loop(data, into, mine, self.count)
@@ -334,22 +434,26 @@ cdef class Lane:
                         self.loop(data, mine, into, self.count)
                 mine = data
             if rc != 0:
+                self.stuck_peer, self.stuck_step = peer, i + 1
                 return rc
         # As _schedule.execute: a rank whose last step sent keeps no result.
         if mine != data and not (self.nsteps and self.kinds[self.nsteps - 1] == SEND):
             memcpy(data, mine, self.nbytes)
         return 0
 
-    def run(self, x, out):
+    def run(self, x, out, double deadline=0.0):
         """allreduce(x, out=out) in C, or None if the Python path must take it."""
-        result = self.call(x, out)
+        result = self.call(x, out, deadline)
         return None if result is NOT_TAKEN else result
 
-    cdef object call(self, x, out):
+    cdef object call(self, x, out, double deadline=0.0):
         """The call in C: the result (None off a reduce's root), or
-        NOT_TAKEN, with nothing sent, if the Python path must take it."""
+        NOT_TAKEN, with nothing sent, if the Python path must take it.
+        *deadline*: 0, or the time.monotonic() by which it must be done
+        (Note [Lane deadlines])."""
         cdef Py_buffer xb, ob, tb
         cdef int rc, tag
+        cdef double started = 0.0
         cdef char *xp
         cdef char *op
         try:
@@ -381,7 +485,9 @@ cdef class Lane:
                 PyObject_GetBuffer(self.scratch("lane", self.nbytes), &tb,
                                    PyBUF_SIMPLE | PyBUF_WRITABLE)
                 try:
+                    self.deadline = deadline
                     with nogil:
+                        started = monotonic()
                         rc = self.execute(xp, op, <char *>tb.buf, tag)
                         if rc == 0 and self.divisor and self.gets_result:
                             scale_buffer(self.code, op, op, self.divisor, self.count)
@@ -391,8 +497,19 @@ cdef class Lane:
                 PyBuffer_Release(&ob)
         finally:
             PyBuffer_Release(&xb)
+        if rc == TIMED_OUT:
+            raise self.timed_out(monotonic() - started)
         check(rc, "the lane")
         return result
+
+    cdef object timed_out(self, double waited):
+        """The CollectiveTimeout of a call whose deadline passed, after
+        breaking the communicator (as Channel._expire in pycoll/_p2p.py)."""
+        error = CollectiveTimeout(self.base.rank, self.stuck_peer, self.collective,
+                                  self.algorithm, self.stuck_step, self.nsteps, waited)
+        self.base._break(error)
+        logging.getLogger("pycoll").warning("%s; the communicator is broken", error)
+        return error
 
 
 cdef class ReduceScatterLane:
@@ -1010,8 +1127,9 @@ def broadcast(comm, x, root, algorithm):
     return (<BroadcastLane>lane).call(x)
 
 
-def allreduce(comm, x, op, algorithm, out, accumulate):
-    """The lane of a repeated, plain allreduce; None for any other call."""
+def allreduce(comm, x, op, algorithm, out, accumulate, double deadline=0.0):
+    """The lane of a repeated, plain allreduce; None for any other call.
+    *deadline*: 0, or when a call with timeout= must be done."""
     if type(x) is not ndarray or accumulate is not None or comm._progress._pending:
         return None                         # queued calls first (Note [Issue order])
     try:
@@ -1023,12 +1141,13 @@ def allreduce(comm, x, op, algorithm, out, accumulate):
     lane = plan.lane
     if lane is None:
         return None
-    return (<Lane>lane).run(x, out)
+    return (<Lane>lane).run(x, out, deadline)
 
 
-def reduce(comm, x, op, root, algorithm, out, accumulate):
+def reduce(comm, x, op, root, algorithm, out, accumulate, double deadline=0.0):
     """The lane of a repeated, plain reduce: the result on the root, None
-    elsewhere; NOT_TAKEN (nothing sent) for any other call."""
+    elsewhere; NOT_TAKEN (nothing sent) for any other call. *deadline*: as
+    allreduce's."""
     if type(x) is not ndarray or accumulate is not None or comm._progress._pending:
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
     try:
@@ -1037,7 +1156,7 @@ def reduce(comm, x, op, root, algorithm, out, accumulate):
         return NOT_TAKEN
     if plan is None or plan.lane is None:
         return NOT_TAKEN
-    return (<Lane>plan.lane).call(x, out)
+    return (<Lane>plan.lane).call(x, out, deadline)
 
 
 def reduce_scatter(comm, x, op, algorithm, out, accumulate):

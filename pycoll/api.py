@@ -94,8 +94,9 @@ class Communicator(CommBase):
 
     def allreduce(self, x, op=SUM, algorithm="auto", out=None, accumulate=None, async_op=False,
                   timeout=None):
-        if not async_op and timeout is None and self._lane_ready:
-            result = _mpicall.allreduce(self, x, op, algorithm, out, accumulate)
+        if not async_op and self._lane_ready:
+            result = _mpicall.allreduce(self, x, op, algorithm, out, accumulate,
+                                        0.0 if timeout is None else _lane_deadline(self, timeout))
             if result is not None:
                 return result
         return _allreduce(self, x, op, algorithm, out, accumulate, async_op, timeout)
@@ -112,8 +113,9 @@ class Communicator(CommBase):
 
     def reduce(self, x, op=SUM, root=0, algorithm="auto", out=None, accumulate=None,
                async_op=False, timeout=None):
-        if not async_op and timeout is None and self._lane_ready:
-            result = _mpicall.reduce(self, x, op, root, algorithm, out, accumulate)
+        if not async_op and self._lane_ready:
+            result = _mpicall.reduce(self, x, op, root, algorithm, out, accumulate,
+                                     0.0 if timeout is None else _lane_deadline(self, timeout))
             if result is not _mpicall.NOT_TAKEN:
                 return result
         return _reduce(self, x, op, root, algorithm, out, accumulate, async_op, timeout)
@@ -309,7 +311,8 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
     return _mpicall.Lane(comm, comm.transport, steps, args.op.kernel, args.dtype.code,
                          args.shape, args.dtype.numpy, args.n,
                          comm.size if args.op is Op.AVG else 0,
-                         args.collective == "allreduce" or comm.rank == args.root)
+                         args.collective == "allreduce" or comm.rank == args.root,
+                         args.collective, algorithm)
 
 
 def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, segment: int):
@@ -683,6 +686,13 @@ def _deadline(seconds):
     return None if seconds is None else time.monotonic() + seconds
 
 
+def _lane_deadline(c, timeout) -> float:
+    """The time.monotonic() by which an allreduce or reduce lane call with
+    this timeout= must finish (Note [Lane deadlines] in _mpicall.pyx); a
+    bad timeout raises here, before any message."""
+    return time.monotonic() + _timeout(c, timeout)
+
+
 RECORD_BYTES = 512
 _AGREE_KEY = ("allreduce", np.dtype(np.int64), (2,), Op.MAX, "recursive_doubling", None)
 
@@ -782,8 +792,9 @@ def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
         pycoll.allreduce(x, op=pycoll.MAX)     # both:   [2, 4]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and timeout is None and c._lane_ready:
-        result = _mpicall.allreduce(c, x, op, algorithm, out, accumulate)
+    if not async_op and c._lane_ready:
+        result = _mpicall.allreduce(c, x, op, algorithm, out, accumulate,
+                                    0.0 if timeout is None else _lane_deadline(c, timeout))
         if result is not None:
             return result
     return _allreduce(c, x, op, algorithm, out, accumulate, async_op, timeout)
@@ -996,8 +1007,9 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce(x, root=1)                # rank 0: None     rank 1: [3, 6]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and timeout is None and c._lane_ready:
-        result = _mpicall.reduce(c, x, op, root, algorithm, out, accumulate)
+    if not async_op and c._lane_ready:
+        result = _mpicall.reduce(c, x, op, root, algorithm, out, accumulate,
+                                 0.0 if timeout is None else _lane_deadline(c, timeout))
         if result is not _mpicall.NOT_TAKEN:
             return result
     return _reduce(c, x, op, root, algorithm, out, accumulate, async_op, timeout)

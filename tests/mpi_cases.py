@@ -658,13 +658,51 @@ def group_lane(run):
     scatter_lane_cases(run)
     reduce_scatter_lane_cases(run)
     empty_lane_cases(run)
+    deadline_lane_cases(run)
+
+
+def deadline_lane_cases(run):
+    """allreduce and reduce with timeout= on their lanes (Note [Lane
+    deadlines] in pycoll/_mpicall.pyx): odd ranks pass a timeout, even ones
+    do not, in the same calls; once the lanes exist no rank may reach the
+    general path, and the results are the plain calls'."""
+    import pycoll.api
+
+    comm, p, r = run.comm, run.p, run.r
+    if comm.transport is None:
+        return
+    kwargs = {"timeout": 60.0} if r % 2 else {}
+    general = pycoll.api._allreduce, pycoll.api._reduce
+
+    def refuse(*args, **kw):
+        raise AssertionError("a call with a deadline left its lane")
+    for op, dtype in ((Op.SUM, "float64"), (Op.AVG, "bfloat16"), (Op.MAX, "int32")):
+        for algo in ("recursive_doubling", "tree"):
+            for repeat in range(3):
+                name = f"deadline lane {op.value} {dtype} {algo} call {repeat}"
+                xs = [rank_data(dtype, (4,), i, seed_of(name), op) for i in range(p)]
+                if repeat:
+                    pycoll.api._allreduce = pycoll.api._reduce = refuse
+                try:
+                    y = comm.allreduce(xs[r], op=op, algorithm=algo, **kwargs)
+                    z = comm.reduce(xs[r], op=op, root=p - 1, algorithm="binomial", **kwargs)
+                finally:
+                    pycoll.api._allreduce, pycoll.api._reduce = general
+                run.check(name, y, reduce_ranks(op, xs))
+                if r == p - 1:
+                    run.check(f"{name} reduce", z, reduce_ranks(op, xs))
+                else:
+                    assert z is None, name
+    expect(ValueError, "timeout must be >= 0 seconds, got -1", comm.allreduce,
+           np.ones(4), "sum", "recursive_doubling", None, None, False, -1)
 
 
 def empty_lane_cases(run):
     """Gather, allgather and alltoall of empty blocks (no rows, or rows of
     no elements) on their empty lanes (pycoll/api.py, Note [Empty lanes]):
-    the right shape and dtype, a given out returned, and odd ranks on the
-    general path (a timeout) in the same calls, their tags still in step."""
+    the right shape and dtype, a given out returned, and odd ranks passing
+    a timeout in the same calls (the general path; allreduce and reduce
+    stay on their lanes with a deadline), their tags still in step."""
     comm, p, r = run.comm, run.p, run.r
     root = p - 1
     for shape in ((0,), (0, 3), (2, 0)):
@@ -1675,17 +1713,32 @@ def group_checks(run):
 
 def group_timeout(run):
     """The last rank never joins: the others raise CollectiveTimeout within
-    the timeout plus one second, one of them naming the missing rank."""
+    the timeout plus one second, one of them naming the missing rank. With
+    "lane" after the algorithm, every rank first makes the call's C lane
+    (two plain calls), and the timed call must stay on it (Note [Lane
+    deadlines] in pycoll/_mpicall.pyx): the general path is made to fail."""
     import time
+
+    import pycoll.api
     comm, p, r = run.comm, run.p, run.r
     algorithm = sys.argv[2] if len(sys.argv) > 2 else "auto"
+    on_lane = len(sys.argv) > 3 and sys.argv[3] == "lane"
     missing = p - 1
     timeout = 1.0
     peer, elapsed = None, 0.0
+    x = np.ones(16 if on_lane else 64)      # the lane takes one segment (256 B in the tests)
+    if on_lane:
+        for _ in range(2):
+            run.check("before the timeout", comm.allreduce(x, algorithm=algorithm), x * p)
     if r != missing:
+        general = pycoll.api._allreduce
+        if on_lane:
+            def refuse(*args, **kwargs):
+                raise AssertionError("the timed call left its lane")
+            pycoll.api._allreduce = refuse
         start = time.monotonic()
         try:
-            comm.allreduce(np.ones(64), algorithm=algorithm, timeout=timeout)
+            comm.allreduce(x, algorithm=algorithm, timeout=timeout)
         except pycoll.CollectiveTimeout as exc:
             elapsed = time.monotonic() - start
             peer = exc.peer
@@ -1695,6 +1748,8 @@ def group_timeout(run):
             assert isinstance(exc, TimeoutError)
         else:
             raise AssertionError(f"rank {r}: no CollectiveTimeout without rank {missing}")
+        finally:
+            pycoll.api._allreduce = general
         assert timeout <= elapsed < timeout + 1.0, elapsed
         # a broken communicator refuses further calls
         expect(RuntimeError, "broken since a collective timed out", comm.allreduce, np.ones(2))

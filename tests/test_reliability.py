@@ -29,6 +29,14 @@ def test_a_missing_rank_makes_the_others_time_out(p, algorithm):
     run_ranks(p, "timeout", algorithm)
 
 
+@pytest.mark.parametrize("p,algorithm", [(2, "recursive_doubling"), (3, "recursive_doubling"),
+                                         (4, "tree"), (5, "tree")])
+def test_a_missing_rank_times_out_a_lane_call(p, algorithm):
+    """The same with the call's C lane made first: a timed allreduce stays
+    on its lane and times out there (Note [Lane deadlines])."""
+    run_ranks(p, "timeout", algorithm, "lane")
+
+
 def test_timeout_reaches_async_handles():
     run_ranks(3, "async_timeout")
 
