@@ -92,11 +92,18 @@ class Communicator(CommBase):
         mode or a default timeout wants every call on the checked path."""
         return self._lane_settings and not _Switches.checks
 
+    @property
+    def _reduction_lane_ready(self) -> bool:
+        """Whether allreduces and reduces may take their lane, which keeps a
+        deadline (Note [Lane deadlines] in _mpicall.pyx): not in checks mode."""
+        return self._reduction_lane_settings and not _Switches.checks
+
     def allreduce(self, x, op=SUM, algorithm="auto", out=None, accumulate=None, async_op=False,
                   timeout=None):
-        if not async_op and self._lane_ready:
+        if not async_op and self._reduction_lane_ready:
             result = _mpicall.allreduce(self, x, op, algorithm, out, accumulate,
-                                        0.0 if timeout is None else _lane_deadline(self, timeout))
+                                        _lane_deadline(self, timeout)
+                                        if timeout is not None or self.settings.timeout is not None else 0.0)
             if result is not None:
                 return result
         return _allreduce(self, x, op, algorithm, out, accumulate, async_op, timeout)
@@ -113,9 +120,10 @@ class Communicator(CommBase):
 
     def reduce(self, x, op=SUM, root=0, algorithm="auto", out=None, accumulate=None,
                async_op=False, timeout=None):
-        if not async_op and self._lane_ready:
+        if not async_op and self._reduction_lane_ready:
             result = _mpicall.reduce(self, x, op, root, algorithm, out, accumulate,
-                                     0.0 if timeout is None else _lane_deadline(self, timeout))
+                                     _lane_deadline(self, timeout)
+                                     if timeout is not None or self.settings.timeout is not None else 0.0)
             if result is not _mpicall.NOT_TAKEN:
                 return result
         return _reduce(self, x, op, root, algorithm, out, accumulate, async_op, timeout)
@@ -687,9 +695,9 @@ def _deadline(seconds):
 
 
 def _lane_deadline(c, timeout) -> float:
-    """The time.monotonic() by which an allreduce or reduce lane call with
-    this timeout= must finish (Note [Lane deadlines] in _mpicall.pyx); a
-    bad timeout raises here, before any message."""
+    """The time.monotonic() by which an allreduce or reduce lane call
+    must finish (Note [Lane deadlines] in _mpicall.pyx): timeout=, else
+    PYCOLL_TIMEOUT. A bad timeout raises here, before any message."""
     return time.monotonic() + _timeout(c, timeout)
 
 
@@ -792,9 +800,10 @@ def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
         pycoll.allreduce(x, op=pycoll.MAX)     # both:   [2, 4]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and c._lane_ready:
+    if not async_op and c._reduction_lane_ready:
         result = _mpicall.allreduce(c, x, op, algorithm, out, accumulate,
-                                    0.0 if timeout is None else _lane_deadline(c, timeout))
+                                    _lane_deadline(c, timeout)
+                                    if timeout is not None or c.settings.timeout is not None else 0.0)
         if result is not None:
             return result
     return _allreduce(c, x, op, algorithm, out, accumulate, async_op, timeout)
@@ -1007,9 +1016,10 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce(x, root=1)                # rank 0: None     rank 1: [3, 6]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and c._lane_ready:
+    if not async_op and c._reduction_lane_ready:
         result = _mpicall.reduce(c, x, op, root, algorithm, out, accumulate,
-                                 0.0 if timeout is None else _lane_deadline(c, timeout))
+                                 _lane_deadline(c, timeout)
+                                 if timeout is not None or c.settings.timeout is not None else 0.0)
         if result is not _mpicall.NOT_TAKEN:
             return result
     return _reduce(c, x, op, root, algorithm, out, accumulate, async_op, timeout)

@@ -1716,13 +1716,17 @@ def group_timeout(run):
     the timeout plus one second, one of them naming the missing rank. With
     "lane" after the algorithm, every rank first makes the call's C lane
     (two plain calls), and the timed call must stay on it (Note [Lane
-    deadlines] in pycoll/_mpicall.pyx): the general path is made to fail."""
+    deadlines] in pycoll/_mpicall.pyx): the general path is made to fail.
+    With "default" after that, the call passes no timeout= and the
+    deadline comes from PYCOLL_TIMEOUT (1 s, set by the test)."""
     import time
 
     import pycoll.api
     comm, p, r = run.comm, run.p, run.r
     algorithm = sys.argv[2] if len(sys.argv) > 2 else "auto"
     on_lane = len(sys.argv) > 3 and sys.argv[3] == "lane"
+    default = len(sys.argv) > 4 and sys.argv[4] == "default"
+    assert not default or comm.settings.timeout == 1.0, comm.settings
     missing = p - 1
     timeout = 1.0
     peer, elapsed = None, 0.0
@@ -1738,7 +1742,7 @@ def group_timeout(run):
             pycoll.api._allreduce = refuse
         start = time.monotonic()
         try:
-            comm.allreduce(x, algorithm=algorithm, timeout=timeout)
+            comm.allreduce(x, algorithm=algorithm, **({} if default else {"timeout": timeout}))
         except pycoll.CollectiveTimeout as exc:
             elapsed = time.monotonic() - start
             peer = exc.peer
