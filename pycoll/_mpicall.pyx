@@ -274,9 +274,9 @@ cdef object lane_output(out, shape, dtype):
 
 # Note [Lane deadlines]
 # ~~~~~~~~~~~~~~~~~~~~~
-# An allreduce or reduce with timeout= takes its lane too (frameworks pass
-# a timeout on every call, and the general path costs about 15 us of
-# Python more at 8 B). The call then has a deadline, a time.monotonic()
+# An allreduce, reduce or reduce_scatter with timeout= takes its lane too
+# (frameworks pass a timeout on every call, and the general path costs
+# about 15 us of Python more at 8 B). The call then has a deadline, a time.monotonic()
 # value (CLOCK_MONOTONIC, the clock Python's monotonic reads on Linux):
 # each step posts MPI_Irecv and MPI_Isend and tests them, as
 # Channel.wait (pycoll/_p2p.py) does, sleeping NAP between tests after
@@ -298,12 +298,14 @@ cdef double monotonic() noexcept nogil:
     return <double>ts.tv_sec + <double>ts.tv_nsec * 1e-9
 
 
-cdef int transfer_by(const char *sbuf, int dest, char *rbuf, int source, int n, int tag,
-                     handle_t comm, void *status, double deadline) noexcept nogil:
-    """Send n bytes of sbuf to dest, receive n bytes from source into rbuf
-    (either buffer NULL: that half is not done), by *deadline* (Note [Lane
-    deadlines]): 0, an MPI error code, or TIMED_OUT with the receive
-    cancelled if it was still pending."""
+cdef int transfer_by(const char *sbuf, int sn, int dest, char *rbuf, int rn, int source,
+                     int tag, handle_t comm, void *status, double deadline,
+                     int *stuck) noexcept nogil:
+    """Send sn bytes of sbuf to dest, receive rn bytes from source into
+    rbuf (either buffer NULL: that half is not done), by *deadline* (Note
+    [Lane deadlines]): 0, an MPI error code, or TIMED_OUT with the receive
+    cancelled if it was still pending and *stuck* the peer of the first
+    pending message."""
     cdef intptr_t requests[2]
     cdef int done[2]
     cdef int count = 0, i, rc, flag, pending, tries = 0
@@ -312,12 +314,12 @@ cdef int transfer_by(const char *sbuf, int dest, char *rbuf, int source, int n, 
     requests[0] = requests[1] = 0
     done[0] = done[1] = 0
     if rbuf != NULL:
-        rc = c_irecv(rbuf, n, BYTE, source, tag, comm, &requests[0])
+        rc = c_irecv(rbuf, rn, BYTE, source, tag, comm, &requests[0])
         if rc != 0:
             return rc
         count = 1
     if sbuf != NULL:
-        rc = c_isend(sbuf, n, BYTE, dest, tag, comm, &requests[count])
+        rc = c_isend(sbuf, sn, BYTE, dest, tag, comm, &requests[count])
         if rc != 0:
             return rc
         count += 1
@@ -335,11 +337,24 @@ cdef int transfer_by(const char *sbuf, int dest, char *rbuf, int source, int n, 
             return 0
         if monotonic() > deadline:
             if rbuf != NULL and not done[0]:
+                stuck[0] = source
                 c_cancel(&requests[0])      # the communicator is broken from here on
+            else:
+                stuck[0] = dest
             return TIMED_OUT
         tries += 1
         if tries > SPIN:
             nanosleep(&nap, NULL)
+
+
+cdef object timed_out(base, int peer, collective, algorithm, int step, int steps,
+                      double waited):
+    """The CollectiveTimeout of a lane call whose deadline passed, after
+    breaking the communicator *base* (as Channel._expire in pycoll/_p2p.py)."""
+    error = CollectiveTimeout(base.rank, peer, collective, algorithm, step, steps, waited)
+    base._break(error)
+    logging.getLogger("pycoll").warning("%s; the communicator is broken", error)
+    return error
 
 
 cdef class Lane:
@@ -394,8 +409,8 @@ cdef class Lane:
         """One step's messages with *peer*: a send (rbuf NULL), a receive
         (sbuf NULL) or both; by the call's deadline when it has one."""
         if self.deadline > 0:
-            return transfer_by(sbuf, peer, rbuf, peer, n, tag, comm, self.transport.status,
-                               self.deadline)
+            return transfer_by(sbuf, n, peer, rbuf, n, peer, tag, comm, self.transport.status,
+                               self.deadline, &self.stuck_peer)
         if rbuf == NULL:
             return c_send(sbuf, n, BYTE, peer, tag, comm)
         if sbuf == NULL:
@@ -434,7 +449,7 @@ cdef class Lane:
                         self.loop(data, mine, into, self.count)
                 mine = data
             if rc != 0:
-                self.stuck_peer, self.stuck_step = peer, i + 1
+                self.stuck_step = i + 1
                 return rc
         # As _schedule.execute: a rank whose last step sent keeps no result.
         if mine != data and not (self.nsteps and self.kinds[self.nsteps - 1] == SEND):
@@ -498,18 +513,10 @@ cdef class Lane:
         finally:
             PyBuffer_Release(&xb)
         if rc == TIMED_OUT:
-            raise self.timed_out(monotonic() - started)
+            raise timed_out(self.base, self.stuck_peer, self.collective, self.algorithm,
+                            self.stuck_step, self.nsteps, monotonic() - started)
         check(rc, "the lane")
         return result
-
-    cdef object timed_out(self, double waited):
-        """The CollectiveTimeout of a call whose deadline passed, after
-        breaking the communicator (as Channel._expire in pycoll/_p2p.py)."""
-        error = CollectiveTimeout(self.base.rank, self.stuck_peer, self.collective,
-                                  self.algorithm, self.stuck_step, self.nsteps, waited)
-        self.base._break(error)
-        logging.getLogger("pycoll").warning("%s; the communicator is broken", error)
-        return error
 
 
 cdef class ReduceScatterLane:
@@ -531,10 +538,11 @@ cdef class ReduceScatterLane:
     """
 
     cdef Transport transport
-    cdef object base, shape, dtype
+    cdef object base, shape, dtype, algorithm
     cdef pycoll_binary_loop loop
-    cdef int code, nsteps, divisor, right, left
+    cdef int code, nsteps, divisor, right, left, stuck_peer, stuck_step
     cdef bint received_left
+    cdef double deadline
     cdef Py_ssize_t nbytes, total, align
     cdef Py_ssize_t send_lo[MAX_STEPS]
     cdef Py_ssize_t send_n[MAX_STEPS]
@@ -543,7 +551,7 @@ cdef class ReduceScatterLane:
 
     def __cinit__(self, base, Transport transport, steps, int right, int left,
                   bint received_left, int op, int code, shape, dtype, Py_ssize_t total,
-                  int divisor):
+                  int divisor, algorithm="ring"):
         """*steps*: (lo, bytes) of the block sent and of the block received
         at each step; *received_left*: the received partial is the left
         operand; *total*: the bytes of x."""
@@ -555,6 +563,7 @@ cdef class ReduceScatterLane:
         self.base, self.transport = base, transport
         self.code, self.shape, self.dtype = code, shape, dtype
         self.right, self.left, self.received_left = right, left, received_left
+        self.algorithm, self.deadline = algorithm, 0.0
         self.divisor = divisor              # AVG: divide by p; 0: no division
         self.align = 8 if itemsize_of(code) == 16 else itemsize_of(code)
         self.nsteps = len(steps)
@@ -573,10 +582,16 @@ cdef class ReduceScatterLane:
         for i in range(self.nsteps):
             source = send if i == 0 else partial
             into = result if i == self.nsteps - 1 else partial + self.recv_lo[i]
-            rc = c_sendrecv(source + self.send_lo[i], <int>self.send_n[i], BYTE, self.right, tag,
-                            into, <int>self.recv_n[i], BYTE, self.left, tag, comm,
-                            self.transport.status)
+            if self.deadline > 0:
+                rc = transfer_by(source + self.send_lo[i], <int>self.send_n[i], self.right,
+                                 into, <int>self.recv_n[i], self.left, tag, comm,
+                                 self.transport.status, self.deadline, &self.stuck_peer)
+            else:
+                rc = c_sendrecv(source + self.send_lo[i], <int>self.send_n[i], BYTE, self.right,
+                                tag, into, <int>self.recv_n[i], BYTE, self.left, tag, comm,
+                                self.transport.status)
             if rc != 0:
+                self.stuck_step = i + 1
                 return rc
             count = <size_t>self.recv_n[i] // itemsize_of(self.code)
             if self.received_left:
@@ -585,11 +600,12 @@ cdef class ReduceScatterLane:
                 self.loop(into, send + self.recv_lo[i], into, count)
         return 0
 
-    def run(self, x, out):
+    def run(self, x, out, double deadline=0.0):
         """reduce_scatter(x, out=out) in C, or None (nothing sent) if the
-        Python path must take it."""
+        Python path must take it. *deadline*: as Lane.call's."""
         cdef Py_buffer xb, ob, pb
         cdef int rc = 0, tag
+        cdef double started = 0.0
         cdef char *xp
         cdef char *op
         cdef char *pp = NULL
@@ -618,7 +634,9 @@ cdef class ReduceScatterLane:
                                        PyBUF_SIMPLE | PyBUF_WRITABLE)
                     pp = <char *>pb.buf
                 try:
+                    self.deadline = deadline
                     with nogil:
+                        started = monotonic()
                         rc = self.execute(xp, pp, op, tag)
                         if rc == 0 and self.divisor:
                             scale_buffer(self.code, op, op, self.divisor,
@@ -630,6 +648,9 @@ cdef class ReduceScatterLane:
                 PyBuffer_Release(&ob)
         finally:
             PyBuffer_Release(&xb)
+        if rc == TIMED_OUT:
+            raise timed_out(self.base, self.stuck_peer, "reduce_scatter", self.algorithm,
+                            self.stuck_step, self.nsteps, monotonic() - started)
         check(rc, "the reduce_scatter lane")
         return result
 
@@ -1159,8 +1180,9 @@ def reduce(comm, x, op, root, algorithm, out, accumulate, double deadline=0.0):
     return (<Lane>plan.lane).call(x, out, deadline)
 
 
-def reduce_scatter(comm, x, op, algorithm, out, accumulate):
-    """The lane of a repeated, plain reduce_scatter; None for any other call."""
+def reduce_scatter(comm, x, op, algorithm, out, accumulate, double deadline=0.0):
+    """The lane of a repeated, plain reduce_scatter; None for any other
+    call. *deadline*: as allreduce's."""
     if type(x) is not ndarray or accumulate is not None or comm._progress._pending:
         return None                         # queued calls first (Note [Issue order])
     try:
@@ -1169,4 +1191,4 @@ def reduce_scatter(comm, x, op, algorithm, out, accumulate):
         return None
     if plan is None or plan.lane is None:
         return None
-    return (<ReduceScatterLane>plan.lane).run(x, out)
+    return (<ReduceScatterLane>plan.lane).run(x, out, deadline)

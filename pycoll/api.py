@@ -94,8 +94,9 @@ class Communicator(CommBase):
 
     @property
     def _reduction_lane_ready(self) -> bool:
-        """Whether allreduces and reduces may take their lane, which keeps a
-        deadline (Note [Lane deadlines] in _mpicall.pyx): not in checks mode."""
+        """Whether allreduces, reduces and reduce_scatters may take their
+        lane, which keeps a deadline (Note [Lane deadlines] in
+        _mpicall.pyx): not in checks mode."""
         return self._reduction_lane_settings and not _Switches.checks
 
     def allreduce(self, x, op=SUM, algorithm="auto", out=None, accumulate=None, async_op=False,
@@ -153,8 +154,11 @@ class Communicator(CommBase):
 
     def reduce_scatter(self, x, op=SUM, algorithm="auto", out=None, accumulate=None,
                        async_op=False, timeout=None):
-        if not async_op and timeout is None and self._lane_ready:
-            result = _mpicall.reduce_scatter(self, x, op, algorithm, out, accumulate)
+        if not async_op and self._reduction_lane_ready:
+            result = _mpicall.reduce_scatter(self, x, op, algorithm, out, accumulate,
+                                             _lane_deadline(self, timeout)
+                                             if timeout is not None
+                                             or self.settings.timeout is not None else 0.0)
             if result is not None:
                 return result
         return _reduce_scatter(self, x, op, algorithm, out, accumulate, async_op, timeout)
@@ -343,7 +347,7 @@ def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, segment: int):
     return _mpicall.ReduceScatterLane(comm, comm.transport, steps, right, left,
                                       algorithm == "ring" or left < r, args.op.kernel,
                                       args.dtype.code, args.shape, args.dtype.numpy,
-                                      sum(counts), p if args.op is Op.AVG else 0)
+                                      sum(counts), p if args.op is Op.AVG else 0, algorithm)
 
 
 def _plan(c: "Communicator", key: tuple, build) -> Plan:
@@ -695,8 +699,8 @@ def _deadline(seconds):
 
 
 def _lane_deadline(c, timeout) -> float:
-    """The time.monotonic() by which an allreduce or reduce lane call
-    must finish (Note [Lane deadlines] in _mpicall.pyx): timeout=, else
+    """The time.monotonic() by which an allreduce, reduce or
+    reduce_scatter lane call must finish (Note [Lane deadlines] in _mpicall.pyx): timeout=, else
     PYCOLL_TIMEOUT. A bad timeout raises here, before any message."""
     return time.monotonic() + _timeout(c, timeout)
 
@@ -1776,8 +1780,11 @@ def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce_scatter(x)          # rank 0: [0, 3]         rank 1: [6, 9]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and timeout is None and c._lane_ready:
-        result = _mpicall.reduce_scatter(c, x, op, algorithm, out, accumulate)
+    if not async_op and c._reduction_lane_ready:
+        result = _mpicall.reduce_scatter(c, x, op, algorithm, out, accumulate,
+                                         _lane_deadline(c, timeout)
+                                         if timeout is not None
+                                         or c.settings.timeout is not None else 0.0)
         if result is not None:
             return result
     return _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op, timeout)

@@ -672,7 +672,7 @@ def deadline_lane_cases(run):
     if comm.transport is None:
         return
     kwargs = {"timeout": 60.0} if r % 2 else {}
-    general = pycoll.api._allreduce, pycoll.api._reduce
+    general = pycoll.api._allreduce, pycoll.api._reduce, pycoll.api._reduce_scatter
 
     def refuse(*args, **kw):
         raise AssertionError("a call with a deadline left its lane")
@@ -681,14 +681,22 @@ def deadline_lane_cases(run):
             for repeat in range(3):
                 name = f"deadline lane {op.value} {dtype} {algo} call {repeat}"
                 xs = [rank_data(dtype, (4,), i, seed_of(name), op) for i in range(p)]
+                # the reduce_scatter lane: the ring (every block non-empty:
+                # 2 <= p <= 4 here), or recursive halving at p = 2, the same step
+                rs = "recursive_halving" if algo == "tree" and p == 2 else "ring"
                 if repeat:
                     pycoll.api._allreduce = pycoll.api._reduce = refuse
+                    pycoll.api._reduce_scatter = refuse
                 try:
                     y = comm.allreduce(xs[r], op=op, algorithm=algo, **kwargs)
                     z = comm.reduce(xs[r], op=op, root=p - 1, algorithm="binomial", **kwargs)
+                    w = comm.reduce_scatter(xs[r], op=op, algorithm=rs, **kwargs) if 2 <= p <= 4 else None
                 finally:
-                    pycoll.api._allreduce, pycoll.api._reduce = general
+                    pycoll.api._allreduce, pycoll.api._reduce, pycoll.api._reduce_scatter = general
                 run.check(name, y, reduce_ranks(op, xs))
+                if w is not None:
+                    run.check(f"{name} reduce_scatter {rs}", w,
+                              np.array_split(reduce_ranks(op, xs), p)[r])
                 if r == p - 1:
                     run.check(f"{name} reduce", z, reduce_ranks(op, xs))
                 else:
@@ -1718,12 +1726,19 @@ def group_timeout(run):
     (two plain calls), and the timed call must stay on it (Note [Lane
     deadlines] in pycoll/_mpicall.pyx): the general path is made to fail.
     With "default" after that, the call passes no timeout= and the
-    deadline comes from PYCOLL_TIMEOUT (1 s, set by the test)."""
+    deadline comes from PYCOLL_TIMEOUT (1 s, set by the test). The
+    algorithm may name the collective too: "reduce_scatter:ring" (else
+    allreduce)."""
     import time
 
     import pycoll.api
     comm, p, r = run.comm, run.p, run.r
     algorithm = sys.argv[2] if len(sys.argv) > 2 else "auto"
+    collective, _, algorithm = algorithm.rpartition(":")
+    collective = collective or "allreduce"
+    call = getattr(comm, collective)
+    general_name = f"_{collective}"
+    want = (lambda y: y * p) if collective == "allreduce" else (lambda y: np.array_split(y * p, p)[r])
     on_lane = len(sys.argv) > 3 and sys.argv[3] == "lane"
     default = len(sys.argv) > 4 and sys.argv[4] == "default"
     assert not default or comm.settings.timeout == 1.0, comm.settings
@@ -1733,27 +1748,27 @@ def group_timeout(run):
     x = np.ones(16 if on_lane else 64)      # the lane takes one segment (256 B in the tests)
     if on_lane:
         for _ in range(2):
-            run.check("before the timeout", comm.allreduce(x, algorithm=algorithm), x * p)
+            run.check("before the timeout", call(x, algorithm=algorithm), want(x))
     if r != missing:
-        general = pycoll.api._allreduce
+        general = getattr(pycoll.api, general_name)
         if on_lane:
             def refuse(*args, **kwargs):
                 raise AssertionError("the timed call left its lane")
-            pycoll.api._allreduce = refuse
+            setattr(pycoll.api, general_name, refuse)
         start = time.monotonic()
         try:
-            comm.allreduce(x, algorithm=algorithm, **({} if default else {"timeout": timeout}))
+            call(x, algorithm=algorithm, **({} if default else {"timeout": timeout}))
         except pycoll.CollectiveTimeout as exc:
             elapsed = time.monotonic() - start
             peer = exc.peer
-            assert exc.rank == r and exc.collective == "allreduce", exc
+            assert exc.rank == r and exc.collective == collective, exc
             assert exc.algorithm != "auto" and 0 <= exc.step <= exc.steps, exc
-            assert f"rank {r} waited" in str(exc) and "in allreduce(" in str(exc), str(exc)
+            assert f"rank {r} waited" in str(exc) and f"in {collective}(" in str(exc), str(exc)
             assert isinstance(exc, TimeoutError)
         else:
             raise AssertionError(f"rank {r}: no CollectiveTimeout without rank {missing}")
         finally:
-            pycoll.api._allreduce = general
+            setattr(pycoll.api, general_name, general)
         assert timeout <= elapsed < timeout + 1.0, elapsed
         # a broken communicator refuses further calls
         expect(RuntimeError, "broken since a collective timed out", comm.allreduce, np.ones(2))

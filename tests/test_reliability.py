@@ -30,7 +30,8 @@ def test_a_missing_rank_makes_the_others_time_out(p, algorithm):
 
 
 @pytest.mark.parametrize("p,algorithm", [(2, "recursive_doubling"), (3, "recursive_doubling"),
-                                         (4, "tree"), (5, "tree")])
+                                         (4, "tree"), (5, "tree"), (3, "reduce_scatter:ring"),
+                                         (2, "reduce_scatter:recursive_halving")])
 def test_a_missing_rank_times_out_a_lane_call(p, algorithm):
     """The same with the call's C lane made first: a timed allreduce stays
     on its lane and times out there (Note [Lane deadlines])."""
