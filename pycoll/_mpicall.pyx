@@ -274,9 +274,11 @@ cdef object lane_output(out, shape, dtype):
 
 # Note [Lane deadlines]
 # ~~~~~~~~~~~~~~~~~~~~~
-# An allreduce, reduce or reduce_scatter with timeout= takes its lane too
-# (frameworks pass a timeout on every call, and the general path costs
-# about 15 us of Python more at 8 B). The call then has a deadline, a time.monotonic()
+# An allreduce, reduce, reduce_scatter, gather, allgather or alltoall with
+# timeout= (or PYCOLL_TIMEOUT) takes its lane too (frameworks pass a
+# timeout on every call, and the general path costs about 15 us of Python
+# more at 8 B). broadcast's and scatter's lanes do not keep one: their
+# receivers wait for a header first, and such a call takes the general path. The call then has a deadline, a time.monotonic()
 # value (CLOCK_MONOTONIC, the clock Python's monotonic reads on Linux):
 # each step posts MPI_Irecv and MPI_Isend and tests them, as
 # Channel.wait (pycoll/_p2p.py) does, sleeping NAP between tests after
@@ -687,6 +689,11 @@ cdef class StepLane:
         STEP_SENDRECV_COPY   both, and copy the send span to the copy
                              span while they are in flight
 
+    With a deadline (gather, allgather and alltoall; Note [Lane
+    deadlines]) every message is posted and tested against it, and a
+    STEP_SENDRECV_COPY copies before posting. *collective* and *algorithm*
+    name the call in a CollectiveTimeout.
+
     *has_result*: this rank returns out (every rank of an allgather, an
     alltoall or a scatter, a gather's root); elsewhere out is ignored and
     the call returns None. Without x bytes (a scatter off its root) x is
@@ -694,10 +701,10 @@ cdef class StepLane:
     """
 
     cdef Transport transport
-    cdef object base, shape, dtype, word
+    cdef object base, shape, dtype, word, collective, algorithm
     cdef Py_ssize_t xbytes, outbytes, workbytes, align
     cdef bint has_result
-    cdef int nsteps
+    cdef int nsteps, stuck_peer, stuck_step
     cdef int kind[MAX_STEPS]
     cdef int dest[MAX_STEPS]
     cdef int source[MAX_STEPS]
@@ -711,7 +718,8 @@ cdef class StepLane:
     cdef Py_ssize_t clo[MAX_STEPS]
 
     def __cinit__(self, base, Transport transport, steps, shape, dtype, Py_ssize_t xbytes,
-                  Py_ssize_t outbytes, Py_ssize_t workbytes, bint has_result, word=b""):
+                  Py_ssize_t outbytes, Py_ssize_t workbytes, bint has_result, word=b"",
+                  collective="", algorithm=""):
         if len(steps) > MAX_STEPS:
             raise ValueError(f"{len(steps)} steps are too many for the lane")
         self.base, self.transport, self.shape, self.dtype = base, transport, shape, dtype
@@ -719,6 +727,7 @@ cdef class StepLane:
         self.align = dtype.alignment
         self.has_result = has_result
         self.word = bytes(word)
+        self.collective, self.algorithm = collective, algorithm
         self.nsteps = len(steps)
         sizes = {BUF_X: xbytes, BUF_OUT: outbytes if has_result else 0, BUF_WORK: workbytes,
                  BUF_WORD: len(self.word)}
@@ -740,14 +749,25 @@ cdef class StepLane:
                     raise ValueError(f"step {i} {step}: span [{lo}, {lo + n}) outside "
                                      f"buffer {buf} of {sizes.get(buf, 0)} bytes")
 
-    cdef int execute(self, char **bufs, int tag) noexcept nogil:
+    cdef int execute(self, char **bufs, int tag, double deadline) noexcept nogil:
         cdef handle_t comm = self.transport.comm
         cdef void *status = self.transport.status
         cdef intptr_t rreq, sreq
         cdef int i, k, rc = 0, rc2
         for i in range(self.nsteps):
             k = self.kind[i]
-            if k == STEP_SEND:
+            if deadline > 0.0 and k != STEP_COPY:
+                if k == STEP_SENDRECV_COPY:
+                    memcpy(bufs[self.cbuf[i]] + self.clo[i], bufs[self.sbuf[i]] + self.slo[i],
+                           self.sn[i])
+                rc = transfer_by(NULL if k == STEP_RECV else bufs[self.sbuf[i]] + self.slo[i],
+                                 <int>self.sn[i], self.dest[i],
+                                 NULL if k == STEP_SEND else bufs[self.rbuf[i]] + self.rlo[i],
+                                 <int>self.rn[i], self.source[i], tag, comm, status, deadline,
+                                 &self.stuck_peer)
+                if rc == TIMED_OUT:
+                    self.stuck_step = i
+            elif k == STEP_SEND:
                 rc = c_send(bufs[self.sbuf[i]] + self.slo[i], <int>self.sn[i], BYTE,
                             self.dest[i], tag, comm)
             elif k == STEP_RECV:
@@ -778,13 +798,16 @@ cdef class StepLane:
                 return rc
         return 0
 
-    cdef object call(self, x, out, int tag=-1):
+    cdef object call(self, x, out, int tag=-1, double deadline=0.0):
         """The result (None where this rank has none), or NOT_TAKEN, with
         nothing sent, if the Python path must take the call. The call takes
-        the next tag, or runs on *tag* (>= 0: one its caller took)."""
+        the next tag, or runs on *tag* (>= 0: one its caller took).
+        *deadline*: 0, or the time.monotonic() by which it must be done
+        (Note [Lane deadlines])."""
         cdef Py_buffer xb, ob, wb
         cdef char *bufs[4]
         cdef int rc
+        cdef double started = 0.0
         cdef bint have_x = False, have_out = False, have_work = False
         bufs[BUF_X] = bufs[BUF_OUT] = bufs[BUF_WORK] = NULL
         bufs[BUF_WORD] = <char *>self.word
@@ -821,7 +844,9 @@ cdef class StepLane:
             if tag < 0:
                 tag = self.base.next_tag()
             with nogil:
-                rc = self.execute(bufs, tag)
+                if deadline > 0.0:
+                    started = monotonic()
+                rc = self.execute(bufs, tag, deadline)
         finally:
             if have_work:
                 PyBuffer_Release(&wb)
@@ -829,6 +854,9 @@ cdef class StepLane:
                 PyBuffer_Release(&ob)
             if have_x:
                 PyBuffer_Release(&xb)
+        if rc == TIMED_OUT:
+            raise timed_out(self.base, self.stuck_peer, self.collective, self.algorithm,
+                            self.stuck_step, self.nsteps, monotonic() - started)
         check(rc, "the lane")
         return result
 
@@ -969,9 +997,9 @@ STEP = {"send": STEP_SEND, "recv": STEP_RECV, "copy": STEP_COPY, "sendrecv": STE
 BUFFER = {"x": BUF_X, "out": BUF_OUT, "work": BUF_WORK, "word": BUF_WORD}
 
 
-def _step_lane_call(comm, kind, x, rest, out):
+def _step_lane_call(comm, kind, x, rest, out, double deadline):
     """The call on the StepLane made for (kind, x's dtype and shape, *rest),
-    if one was; NOT_TAKEN (nothing sent) otherwise."""
+    by *deadline* (0: none), if one was; NOT_TAKEN (nothing sent) otherwise."""
     if type(x) is not ndarray or comm._progress._pending:
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
     try:
@@ -980,19 +1008,19 @@ def _step_lane_call(comm, kind, x, rest, out):
         return NOT_TAKEN
     if lane is None:
         return NOT_TAKEN
-    return (<StepLane>lane).call(x, out)
+    return (<StepLane>lane).call(x, out, -1, deadline)
 
 
-def gather(comm, x, root, algorithm, out):
-    """The lane of a repeated, plain gather: the root's result, None
-    elsewhere; NOT_TAKEN (nothing sent) for any other call."""
-    return _step_lane_call(comm, "gather-lane", x, (root, algorithm), out)
+def gather(comm, x, root, algorithm, out, double deadline=0.0):
+    """The lane of a repeated, plain gather, by *deadline* (0: none): the
+    root's result, None elsewhere; NOT_TAKEN (nothing sent) for any other call."""
+    return _step_lane_call(comm, "gather-lane", x, (root, algorithm), out, deadline)
 
 
-def alltoall(comm, x, algorithm, out):
-    """The lane of a repeated, plain alltoall: the result; NOT_TAKEN
-    (nothing sent) for any other call."""
-    return _step_lane_call(comm, "alltoall-lane", x, (algorithm,), out)
+def alltoall(comm, x, algorithm, out, double deadline=0.0):
+    """The lane of a repeated, plain alltoall, by *deadline* (0: none): the
+    result; NOT_TAKEN (nothing sent) for any other call."""
+    return _step_lane_call(comm, "alltoall-lane", x, (algorithm,), out, deadline)
 
 
 def scatter(comm, x, root, algorithm, out):
@@ -1015,10 +1043,10 @@ def scatter(comm, x, root, algorithm, out):
     return NOT_TAKEN if lane is None else (<ScatterReceiver>lane).call(out)
 
 
-def allgather(comm, x, algorithm, out):
-    """The lane of a repeated, plain allgather: the result; NOT_TAKEN
-    (nothing sent) for any other call."""
-    return _step_lane_call(comm, "allgather-lane", x, (algorithm,), out)
+def allgather(comm, x, algorithm, out, double deadline=0.0):
+    """The lane of a repeated, plain allgather, by *deadline* (0: none): the
+    result; NOT_TAKEN (nothing sent) for any other call."""
+    return _step_lane_call(comm, "allgather-lane", x, (algorithm,), out, deadline)
 
 
 cdef class BroadcastLane:

@@ -88,30 +88,31 @@ class Communicator(CommBase):
 
     @property
     def _lane_ready(self) -> bool:
-        """Whether plain allreduces may take the C lane: not while checks
-        mode or a default timeout wants every call on the checked path."""
+        """Whether broadcasts and scatters may take their C lane: not while
+        checks mode or a default timeout wants every call on the checked path."""
         return self._lane_settings and not _Switches.checks
 
     @property
-    def _reduction_lane_ready(self) -> bool:
-        """Whether allreduces, reduces and reduce_scatters may take their
-        lane, which keeps a deadline (Note [Lane deadlines] in
-        _mpicall.pyx): not in checks mode."""
-        return self._reduction_lane_settings and not _Switches.checks
+    def _deadline_lane_ready(self) -> bool:
+        """Whether allreduce, reduce, reduce_scatter, gather, allgather and
+        alltoall may take their lane, which keeps a deadline (Note [Lane
+        deadlines] in _mpicall.pyx): not in checks mode."""
+        return self._deadline_lane_settings and not _Switches.checks
 
     def allreduce(self, x, op=SUM, algorithm="auto", out=None, accumulate=None, async_op=False,
                   timeout=None):
-        if not async_op and self._reduction_lane_ready:
+        if not async_op and self._deadline_lane_ready:
             result = _mpicall.allreduce(self, x, op, algorithm, out, accumulate,
-                                        _lane_deadline(self, timeout)
-                                        if timeout is not None or self.settings.timeout is not None else 0.0)
+                                        0.0 if timeout is None and self.settings.timeout is None
+                                        else _lane_deadline(self, timeout))
             if result is not None:
                 return result
         return _allreduce(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
     # broadcast, gather, scatter, allgather and alltoall try their lane's C
     # entry first; the module function behind it makes the lane on a
-    # signature's first call.
+    # signature's first call. Those of broadcast and scatter keep no
+    # deadline: a call with a timeout takes the general path.
     def broadcast(self, x, root=0, algorithm="auto", async_op=False, timeout=None):
         if not async_op and timeout is None and self._lane_ready:
             done = _mpicall.broadcast(self, x, root, algorithm)
@@ -121,18 +122,20 @@ class Communicator(CommBase):
 
     def reduce(self, x, op=SUM, root=0, algorithm="auto", out=None, accumulate=None,
                async_op=False, timeout=None):
-        if not async_op and self._reduction_lane_ready:
+        if not async_op and self._deadline_lane_ready:
             result = _mpicall.reduce(self, x, op, root, algorithm, out, accumulate,
-                                     _lane_deadline(self, timeout)
-                                     if timeout is not None or self.settings.timeout is not None else 0.0)
+                                     0.0 if timeout is None and self.settings.timeout is None
+                                     else _lane_deadline(self, timeout))
             if result is not _mpicall.NOT_TAKEN:
                 return result
         return _reduce(self, x, op, root, algorithm, out, accumulate, async_op, timeout)
 
     def gather(self, x, root=0, algorithm="auto", sizes=None, out=None, async_op=False,
                timeout=None):
-        if not async_op and timeout is None and sizes is None and self._lane_ready:
-            result = _mpicall.gather(self, x, root, algorithm, out)
+        if not async_op and sizes is None and self._deadline_lane_ready:
+            result = _mpicall.gather(self, x, root, algorithm, out,
+                                     0.0 if timeout is None and self.settings.timeout is None
+                                     else _lane_deadline(self, timeout))
             if result is not _mpicall.NOT_TAKEN:
                 return result
         return gather(x, root, self, algorithm, sizes, out, async_op, timeout)
@@ -146,26 +149,29 @@ class Communicator(CommBase):
 
     def allgather(self, x, algorithm="auto", sizes=None, out=None, async_op=False,
                   timeout=None):
-        if not async_op and timeout is None and sizes is None and self._lane_ready:
-            result = _mpicall.allgather(self, x, algorithm, out)
+        if not async_op and sizes is None and self._deadline_lane_ready:
+            result = _mpicall.allgather(self, x, algorithm, out,
+                                        0.0 if timeout is None and self.settings.timeout is None
+                                        else _lane_deadline(self, timeout))
             if result is not _mpicall.NOT_TAKEN:
                 return result
         return allgather(x, self, algorithm, sizes, out, async_op, timeout)
 
     def reduce_scatter(self, x, op=SUM, algorithm="auto", out=None, accumulate=None,
                        async_op=False, timeout=None):
-        if not async_op and self._reduction_lane_ready:
-            result = _mpicall.reduce_scatter(self, x, op, algorithm, out, accumulate,
-                                             _lane_deadline(self, timeout)
-                                             if timeout is not None
-                                             or self.settings.timeout is not None else 0.0)
+        if not async_op and self._deadline_lane_ready:
+            deadline = (0.0 if timeout is None and self.settings.timeout is None
+                        else _lane_deadline(self, timeout))
+            result = _mpicall.reduce_scatter(self, x, op, algorithm, out, accumulate, deadline)
             if result is not None:
                 return result
         return _reduce_scatter(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
     def alltoall(self, x, algorithm="auto", out=None, async_op=False, timeout=None):
-        if not async_op and timeout is None and self._lane_ready:
-            result = _mpicall.alltoall(self, x, algorithm, out)
+        if not async_op and self._deadline_lane_ready:
+            result = _mpicall.alltoall(self, x, algorithm, out,
+                                       0.0 if timeout is None and self.settings.timeout is None
+                                       else _lane_deadline(self, timeout))
             if result is not _mpicall.NOT_TAKEN:
                 return result
         return alltoall(x, self, algorithm, out, async_op, timeout)
@@ -699,10 +705,13 @@ def _deadline(seconds):
 
 
 def _lane_deadline(c, timeout) -> float:
-    """The time.monotonic() by which an allreduce, reduce or
-    reduce_scatter lane call must finish (Note [Lane deadlines] in _mpicall.pyx): timeout=, else
-    PYCOLL_TIMEOUT. A bad timeout raises here, before any message."""
-    return time.monotonic() + _timeout(c, timeout)
+    """The time.monotonic() by which a lane call that keeps a deadline must
+    finish (Note [Lane deadlines] in _mpicall.pyx), from timeout=, else
+    PYCOLL_TIMEOUT; 0.0 (none) without either. A bad timeout raises here,
+    before any message. Callers test for neither first: a plain call
+    should not pay a function call for its deadline of 0."""
+    seconds = _timeout(c, timeout)
+    return 0.0 if seconds is None else time.monotonic() + seconds
 
 
 RECORD_BYTES = 512
@@ -804,10 +813,10 @@ def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
         pycoll.allreduce(x, op=pycoll.MAX)     # both:   [2, 4]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and c._reduction_lane_ready:
+    if not async_op and c._deadline_lane_ready:
         result = _mpicall.allreduce(c, x, op, algorithm, out, accumulate,
-                                    _lane_deadline(c, timeout)
-                                    if timeout is not None or c.settings.timeout is not None else 0.0)
+                                    0.0 if timeout is None and c.settings.timeout is None
+                                    else _lane_deadline(c, timeout))
         if result is not None:
             return result
     return _allreduce(c, x, op, algorithm, out, accumulate, async_op, timeout)
@@ -1020,10 +1029,10 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce(x, root=1)                # rank 0: None     rank 1: [3, 6]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and c._reduction_lane_ready:
+    if not async_op and c._deadline_lane_ready:
         result = _mpicall.reduce(c, x, op, root, algorithm, out, accumulate,
-                                 _lane_deadline(c, timeout)
-                                 if timeout is not None or c.settings.timeout is not None else 0.0)
+                                 0.0 if timeout is None and c.settings.timeout is None
+                                 else _lane_deadline(c, timeout))
         if result is not _mpicall.NOT_TAKEN:
             return result
     return _reduce(c, x, op, root, algorithm, out, accumulate, async_op, timeout)
@@ -1178,14 +1187,15 @@ def _lane_made(c, key: tuple, make) -> bool:
     return _cached_lane(c, key, make) is not None
 
 
-def _allgather_lane(c, x, algorithm, out):
-    """A plain allgather of a numpy array on its lane: the result, or
-    NOT_TAKEN (nothing sent) for any call the lane does not take."""
-    result = _mpicall.allgather(c, x, algorithm, out)
+def _allgather_lane(c, x, algorithm, out, deadline):
+    """A plain allgather of a numpy array on its lane, by *deadline* (0.0:
+    none): the result, or NOT_TAKEN (nothing sent) for any call the lane
+    does not take."""
+    result = _mpicall.allgather(c, x, algorithm, out, deadline)
     if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lane_made(
             c, ("allgather-lane", x.dtype, x.shape, algorithm),
             lambda: _make_allgather_lane(c, x, algorithm)):
-        result = _mpicall.allgather(c, x, algorithm, out)
+        result = _mpicall.allgather(c, x, algorithm, out, deadline)
     return result
 
 
@@ -1214,7 +1224,8 @@ def _make_allgather_lane(c, x, algorithm):
             or _largest_message(steps) > min(plan.channel.segment, LANE_MAX_BYTES):
         return None
     return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, counts[c.rank],
-                             sum(counts), 0, True)
+                             sum(counts), 0, True, collective="allgather",
+                             algorithm=plan.algorithm)
 
 
 # ---------------------------------------------------------------------------
@@ -1327,15 +1338,15 @@ class _RootedLane:
         return steps + [_step("copy", send=(buf, lo, hi), recv=("out", 0, hi - lo))]
 
 
-def _gather_lane(c, x, root, algorithm, out):
-    """A plain gather of a numpy array on its lane: the root's result or
-    None elsewhere; NOT_TAKEN (nothing sent) for any call the lane does not
-    take."""
-    result = _mpicall.gather(c, x, root, algorithm, out)
+def _gather_lane(c, x, root, algorithm, out, deadline):
+    """A plain gather of a numpy array on its lane, by *deadline* (0.0:
+    none): the root's result or None elsewhere; NOT_TAKEN (nothing sent)
+    for any call the lane does not take."""
+    result = _mpicall.gather(c, x, root, algorithm, out, deadline)
     if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lane_made(
             c, ("gather-lane", x.dtype, x.shape, root, algorithm),
             lambda: _make_gather_lane(c, x, root, algorithm)):
-        result = _mpicall.gather(c, x, root, algorithm, out)
+        result = _mpicall.gather(c, x, root, algorithm, out, deadline)
     return result
 
 
@@ -1352,7 +1363,7 @@ def _make_gather_lane(c, x, root, algorithm):
         return None
     if c.size >= 2 and max(plan.args.counts) == 0:         # Note [Empty lanes]
         return _mpicall.StepLane(c, c.transport, [], plan.args.shape, x.dtype, 0, 0, 0,
-                                 c.rank == r)
+                                 c.rank == r, collective="gather", algorithm=plan.algorithm)
     if not _RootedLane.fits(c, plan):
         return None
     lane = _RootedLane(c, plan, plan.args.shape)
@@ -1362,7 +1373,8 @@ def _make_gather_lane(c, x, root, algorithm):
     # Work where the rank forwards its subtree or the root reorders.
     work = lane.total if lane.children and (lane.up is not None or lane.rotate) else 0
     return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype,
-                             lane.own[1] - lane.own[0], lane.total, work, lane.up is None)
+                             lane.own[1] - lane.own[0], lane.total, work, lane.up is None,
+                             collective="gather", algorithm=plan.algorithm)
 
 
 def _scatter_lane(c, x, root, algorithm, out):
@@ -1577,8 +1589,10 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_o
         pycoll.gather(x, root=0, sizes=[1, 2])          # rank 0: [0, 1, 1]  rank 1: None
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and timeout is None and sizes is None and c._lane_ready:
-        result = _gather_lane(c, x, root, algorithm, out)
+    if not async_op and sizes is None and c._deadline_lane_ready:
+        result = _gather_lane(c, x, root, algorithm, out,
+                              0.0 if timeout is None and c.settings.timeout is None
+                              else _lane_deadline(c, timeout))
         if result is not _mpicall.NOT_TAKEN:
             return result
 
@@ -1614,8 +1628,10 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
         pycoll.allgather(x)               # both:   [0, 0, 1, 1]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and timeout is None and sizes is None and c._lane_ready:
-        result = _allgather_lane(c, x, algorithm, out)
+    if not async_op and sizes is None and c._deadline_lane_ready:
+        result = _allgather_lane(c, x, algorithm, out,
+                                 0.0 if timeout is None and c.settings.timeout is None
+                                 else _lane_deadline(c, timeout))
         if result is not _mpicall.NOT_TAKEN:
             return result
 
@@ -1780,11 +1796,10 @@ def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce_scatter(x)          # rank 0: [0, 3]         rank 1: [6, 9]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and c._reduction_lane_ready:
+    if not async_op and c._deadline_lane_ready:
         result = _mpicall.reduce_scatter(c, x, op, algorithm, out, accumulate,
-                                         _lane_deadline(c, timeout)
-                                         if timeout is not None
-                                         or c.settings.timeout is not None else 0.0)
+                                         0.0 if timeout is None and c.settings.timeout is None
+                                         else _lane_deadline(c, timeout))
         if result is not None:
             return result
     return _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op, timeout)
@@ -1835,12 +1850,14 @@ def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=N
         pycoll.alltoall(x)                   # rank 0: [10, 20]   rank 1: [11, 21]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and timeout is None and c._lane_ready:
-        result = _mpicall.alltoall(c, x, algorithm, out)
+    if not async_op and c._deadline_lane_ready:
+        deadline = (0.0 if timeout is None and c.settings.timeout is None
+                    else _lane_deadline(c, timeout))
+        result = _mpicall.alltoall(c, x, algorithm, out, deadline)
         if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lane_made(
                 c, ("alltoall-lane", x.dtype, x.shape, algorithm),
                 lambda: _make_alltoall_lane(c, x, algorithm)):
-            result = _mpicall.alltoall(c, x, algorithm, out)
+            result = _mpicall.alltoall(c, x, algorithm, out, deadline)
         if result is not _mpicall.NOT_TAKEN:
             return result
 
@@ -1876,12 +1893,13 @@ def _make_alltoall_lane(c, x, algorithm):
             or x.dtype != plan.args.dtype.numpy:
         return None
     if max(counts) == 0:                    # Note [Empty lanes]
-        return _mpicall.StepLane(c, c.transport, [], plan.args.shape, x.dtype, 0, 0, 0, True)
+        return _mpicall.StepLane(c, c.transport, [], plan.args.shape, x.dtype, 0, 0, 0, True,
+                                 collective="alltoall", algorithm=plan.algorithm)
     if min(counts) == 0 or max(counts) > min(plan.channel.segment, LANE_MAX_BYTES):
         return None
     return _mpicall.StepLane(c, c.transport, _alltoall_program(c.size, c.rank, counts),
                              plan.args.shape, x.dtype, sum(counts), counts[c.rank] * c.size, 0,
-                             True)
+                             True, collective="alltoall", algorithm=plan.algorithm)
 
 
 def _alltoall_program(p: int, r: int, counts) -> list:

@@ -662,10 +662,11 @@ def group_lane(run):
 
 
 def deadline_lane_cases(run):
-    """allreduce and reduce with timeout= on their lanes (Note [Lane
-    deadlines] in pycoll/_mpicall.pyx): odd ranks pass a timeout, even ones
-    do not, in the same calls; once the lanes exist no rank may reach the
-    general path, and the results are the plain calls'."""
+    """allreduce, reduce, reduce_scatter, gather, allgather and alltoall
+    with timeout= on their lanes (Note [Lane deadlines] in
+    pycoll/_mpicall.pyx): odd ranks pass a timeout, even ones do not, in the
+    same calls; once the lanes exist no rank may reach the general path,
+    and the results are the plain calls'."""
     import pycoll.api
 
     comm, p, r = run.comm, run.p, run.r
@@ -704,13 +705,42 @@ def deadline_lane_cases(run):
     expect(ValueError, "timeout must be >= 0 seconds, got -1", comm.allreduce,
            np.ones(4), "sum", "recursive_doubling", None, None, False, -1)
 
+    # gather, allgather and alltoall: their StepLanes keep the deadline too
+    # (a gather's lane wants all p blocks within the tests' 256 B segment).
+    if p < 2:
+        return                              # no lanes for these at p = 1
+    movers = pycoll.api.gather, pycoll.api.allgather, pycoll.api.alltoall
+    root = p - 1
+    for dtype, shape in (("int16", (p + 1,)), ("bfloat16", (p + 1,)), ("float32", (p,))):
+        for repeat in range(3):
+            name = f"deadline lane {dtype} call {repeat}"
+            xs = [rank_data(dtype, shape, i, seed_of(name)) for i in range(p)]
+            if repeat:
+                pycoll.api.gather = pycoll.api.allgather = pycoll.api.alltoall = refuse
+            try:
+                g = comm.gather(xs[r], root=root, algorithm="binomial", **kwargs)
+                ag = {algo: comm.allgather(xs[r], algorithm=algo, **kwargs)
+                      for algo in ("ring", "recursive_doubling")}
+                a2a = comm.alltoall(xs[r], **kwargs)
+            finally:
+                pycoll.api.gather, pycoll.api.allgather, pycoll.api.alltoall = movers
+            everyone = np.concatenate(xs)
+            for algo, y in ag.items():
+                run.check(f"{name} allgather {algo}", y, everyone)
+            if r == root:
+                run.check(f"{name} gather", g, everyone)
+            else:
+                assert g is None, name
+            run.check(f"{name} alltoall", a2a,
+                      np.concatenate([np.array_split(x, p)[r] for x in xs]))
+
 
 def empty_lane_cases(run):
     """Gather, allgather and alltoall of empty blocks (no rows, or rows of
     no elements) on their empty lanes (pycoll/api.py, Note [Empty lanes]):
     the right shape and dtype, a given out returned, and odd ranks passing
-    a timeout in the same calls (the general path; allreduce and reduce
-    stay on their lanes with a deadline), their tags still in step."""
+    a timeout in the same calls (their lanes keep a deadline), their tags
+    still in step."""
     comm, p, r = run.comm, run.p, run.r
     root = p - 1
     for shape in ((0,), (0, 3), (2, 0)):
@@ -1727,8 +1757,9 @@ def group_timeout(run):
     deadlines] in pycoll/_mpicall.pyx): the general path is made to fail.
     With "default" after that, the call passes no timeout= and the
     deadline comes from PYCOLL_TIMEOUT (1 s, set by the test). The
-    algorithm may name the collective too: "reduce_scatter:ring" (else
-    allreduce)."""
+    algorithm may name the collective too: "reduce_scatter:ring",
+    "gather:binomial" (root 0; at p = 2, where the root is the only rank
+    left waiting), "allgather:ring", "alltoall:pairwise" (else allreduce)."""
     import time
 
     import pycoll.api
@@ -1737,18 +1768,28 @@ def group_timeout(run):
     collective, _, algorithm = algorithm.rpartition(":")
     collective = collective or "allreduce"
     call = getattr(comm, collective)
-    general_name = f"_{collective}"
-    want = (lambda y: y * p) if collective == "allreduce" else (lambda y: np.array_split(y * p, p)[r])
+    # the general path a Communicator method falls back to
+    general_name = f"_{collective}" if collective in ("allreduce", "reduce_scatter") else collective
+    want = {"allreduce": lambda y: y * p,
+            "reduce_scatter": lambda y: np.array_split(y * p, p)[r],
+            "gather": lambda y: np.concatenate([y] * p) if r == 0 else None,
+            "allgather": lambda y: np.concatenate([y] * p),
+            "alltoall": lambda y: np.concatenate([np.array_split(y, p)[r]] * p)}[collective]
     on_lane = len(sys.argv) > 3 and sys.argv[3] == "lane"
     default = len(sys.argv) > 4 and sys.argv[4] == "default"
     assert not default or comm.settings.timeout == 1.0, comm.settings
     missing = p - 1
     timeout = 1.0
     peer, elapsed = None, 0.0
-    x = np.ones(16 if on_lane else 64)      # the lane takes one segment (256 B in the tests)
+    # a lane takes messages of one segment (256 B in the tests), a gather's all p blocks
+    x = np.ones(64 if not on_lane else 4 if collective == "gather" else 16)
     if on_lane:
         for _ in range(2):
-            run.check("before the timeout", call(x, algorithm=algorithm), want(x))
+            y = call(x, algorithm=algorithm)
+            if want(x) is None:
+                assert y is None, y
+            else:
+                run.check("before the timeout", y, want(x))
     if r != missing:
         general = getattr(pycoll.api, general_name)
         if on_lane:

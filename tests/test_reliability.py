@@ -31,10 +31,14 @@ def test_a_missing_rank_makes_the_others_time_out(p, algorithm):
 
 @pytest.mark.parametrize("p,algorithm", [(2, "recursive_doubling"), (3, "recursive_doubling"),
                                          (4, "tree"), (5, "tree"), (3, "reduce_scatter:ring"),
-                                         (2, "reduce_scatter:recursive_halving")])
+                                         (2, "reduce_scatter:recursive_halving"),
+                                         (2, "gather:binomial"), (3, "allgather:ring"),
+                                         (4, "allgather:recursive_doubling"),
+                                         (3, "alltoall:pairwise")])
 def test_a_missing_rank_times_out_a_lane_call(p, algorithm):
-    """The same with the call's C lane made first: a timed allreduce stays
-    on its lane and times out there (Note [Lane deadlines])."""
+    """The same with the call's C lane made first: a timed allreduce (or
+    the collective named) stays on its lane and times out there (Note
+    [Lane deadlines])."""
     run_ranks(p, "timeout", algorithm, "lane")
 
 
