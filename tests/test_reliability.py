@@ -42,9 +42,11 @@ def test_a_missing_rank_times_out_a_lane_call(p, algorithm):
     run_ranks(p, "timeout", algorithm, "lane")
 
 
-def test_a_default_timeout_keeps_the_lane():
-    """PYCOLL_TIMEOUT alone: the allreduce lane carries the default deadline."""
-    run_ranks(3, "timeout", "recursive_doubling", "lane", "default", env={"PYCOLL_TIMEOUT": "1"})
+@pytest.mark.parametrize("algorithm", ["recursive_doubling", "allgather:ring"])
+def test_a_default_timeout_keeps_the_lane(algorithm):
+    """PYCOLL_TIMEOUT alone: the allreduce (or allgather) lane carries the
+    default deadline."""
+    run_ranks(3, "timeout", algorithm, "lane", "default", env={"PYCOLL_TIMEOUT": "1"})
 
 
 def test_timeout_reaches_async_handles():
