@@ -116,17 +116,15 @@ class CommBase:
         self.transport_info = "mpi4py"
         self._progress = Progress(f"rank{self.rank}")   # Note [Issue order] in _async.py
         self._broken = None                 # the CollectiveTimeout that broke this communicator
-        self._lane_settings = True          # broadcast, scatter: no checks mode, no default timeout
-        self._deadline_lane_settings = True     # the lanes keeping a deadline: no checks mode
+        self._lane_settings = True          # the C lanes: no checks mode
 
     def _use_settings(self, settings: Settings) -> None:
         """Adopt the agreed settings, and the C transport if they allow it."""
         self.settings = settings
         self._plans.clear()
-        self._lane_settings = not settings.checks and settings.timeout is None
-        # The other lanes keep a deadline (Note [Lane deadlines] in _mpicall.pyx),
+        # The lanes keep a deadline (Note [Lane deadlines] in _mpicall.pyx),
         # so a default timeout leaves them on.
-        self._deadline_lane_settings = not settings.checks
+        self._lane_settings = not settings.checks
         if settings.transport == "c":
             self.transport, reason = c_transport(self._comm)
             self.transport_info = reason if self.transport is not None else f"mpi4py ({reason})"

@@ -274,11 +274,9 @@ cdef object lane_output(out, shape, dtype):
 
 # Note [Lane deadlines]
 # ~~~~~~~~~~~~~~~~~~~~~
-# An allreduce, reduce, reduce_scatter, gather, allgather or alltoall with
-# timeout= (or PYCOLL_TIMEOUT) takes its lane too (frameworks pass a
-# timeout on every call, and the general path costs about 15 us of Python
-# more at 8 B). broadcast's and scatter's lanes do not keep one: their
-# receivers wait for a header first, and such a call takes the general path. The call then has a deadline, a time.monotonic()
+# A call with timeout= (or PYCOLL_TIMEOUT) takes its lane too: frameworks
+# pass a timeout on every call, and the general path costs 6-15 us of
+# Python more at 8 B. The call then has a deadline, a time.monotonic()
 # value (CLOCK_MONOTONIC, the clock Python's monotonic reads on Linux):
 # each step posts MPI_Irecv and MPI_Isend and tests them, as
 # Channel.wait (pycoll/_p2p.py) does, sleeping NAP between tests after
@@ -286,7 +284,10 @@ cdef object lane_output(out, shape, dtype):
 # cancelled and the call raises CollectiveTimeout naming the peer and the
 # step, after breaking the communicator: what the general path does. The
 # messages and tags are the same either way, so a rank on the general
-# path, or without a deadline, still meets it.
+# path, or without a deadline, still meets it. A lane that hands its call
+# to the general path part-way (a broadcast's or scatter's receiver
+# meeting a header it did not expect, a scatter's out its data lane
+# declines) hands the deadline on with it.
 
 cdef enum:
     TIMED_OUT = -1          # not an MPI error code (those are >= 0)
@@ -349,6 +350,23 @@ cdef int transfer_by(const char *sbuf, int sn, int dest, char *rbuf, int rn, int
             nanosleep(&nap, NULL)
 
 
+cdef int send_by(const char *buf, int n, int dest, int tag, handle_t comm, void *status,
+                 double deadline, int *stuck) noexcept nogil:
+    """One message to dest: MPI_Send, or by *deadline* when it is not 0."""
+    if deadline > 0.0:
+        return transfer_by(buf, n, dest, NULL, 0, 0, tag, comm, status, deadline, stuck)
+    return c_send(buf, n, BYTE, dest, tag, comm)
+
+
+cdef int recv_by(char *buf, int n, int source, int tag, handle_t comm, void *status,
+                 double deadline, int *stuck) noexcept nogil:
+    """One message from source into *status*: MPI_Recv, or by *deadline*
+    when it is not 0."""
+    if deadline > 0.0:
+        return transfer_by(NULL, 0, 0, buf, n, source, tag, comm, status, deadline, stuck)
+    return c_recv(buf, n, BYTE, source, tag, comm, status)
+
+
 cdef object timed_out(base, int peer, collective, algorithm, int step, int steps,
                       double waited):
     """The CollectiveTimeout of a lane call whose deadline passed, after
@@ -357,6 +375,23 @@ cdef object timed_out(base, int peer, collective, algorithm, int step, int steps
     base._break(error)
     logging.getLogger("pycoll").warning("%s; the communicator is broken", error)
     return error
+
+
+cdef object api_lane_deadline = None      # pycoll.api._lane_deadline, once imported
+
+
+cdef double lane_deadline(comm, timeout) except? -1.0:
+    """The deadline of a lane call (Note [Lane deadlines]): 0 when neither
+    timeout= nor PYCOLL_TIMEOUT sets one, without a Python call; else
+    pycoll.api._lane_deadline's, which checks the timeout first (a bad one
+    raises before any message)."""
+    global api_lane_deadline
+    if timeout is None and comm.settings.timeout is None:
+        return 0.0
+    if api_lane_deadline is None:
+        from pycoll.api import _lane_deadline   # pycoll.api imports this module
+        api_lane_deadline = _lane_deadline
+    return api_lane_deadline(comm, timeout)
 
 
 cdef class Lane:
@@ -756,26 +791,22 @@ cdef class StepLane:
         cdef int i, k, rc = 0, rc2
         for i in range(self.nsteps):
             k = self.kind[i]
-            if deadline > 0.0 and k != STEP_COPY:
-                if k == STEP_SENDRECV_COPY:
-                    memcpy(bufs[self.cbuf[i]] + self.clo[i], bufs[self.sbuf[i]] + self.slo[i],
-                           self.sn[i])
-                rc = transfer_by(NULL if k == STEP_RECV else bufs[self.sbuf[i]] + self.slo[i],
-                                 <int>self.sn[i], self.dest[i],
-                                 NULL if k == STEP_SEND else bufs[self.rbuf[i]] + self.rlo[i],
-                                 <int>self.rn[i], self.source[i], tag, comm, status, deadline,
-                                 &self.stuck_peer)
-                if rc == TIMED_OUT:
-                    self.stuck_step = i
-            elif k == STEP_SEND:
-                rc = c_send(bufs[self.sbuf[i]] + self.slo[i], <int>self.sn[i], BYTE,
-                            self.dest[i], tag, comm)
+            if k == STEP_SEND:
+                rc = send_by(bufs[self.sbuf[i]] + self.slo[i], <int>self.sn[i], self.dest[i],
+                             tag, comm, status, deadline, &self.stuck_peer)
             elif k == STEP_RECV:
-                rc = c_recv(bufs[self.rbuf[i]] + self.rlo[i], <int>self.rn[i], BYTE,
-                            self.source[i], tag, comm, status)
+                rc = recv_by(bufs[self.rbuf[i]] + self.rlo[i], <int>self.rn[i], self.source[i],
+                             tag, comm, status, deadline, &self.stuck_peer)
             elif k == STEP_COPY:
                 memcpy(bufs[self.rbuf[i]] + self.rlo[i], bufs[self.sbuf[i]] + self.slo[i],
                        self.sn[i])
+            elif deadline > 0.0:            # both messages, tested against the deadline
+                if k == STEP_SENDRECV_COPY:
+                    memcpy(bufs[self.cbuf[i]] + self.clo[i], bufs[self.sbuf[i]] + self.slo[i],
+                           self.sn[i])
+                rc = transfer_by(bufs[self.sbuf[i]] + self.slo[i], <int>self.sn[i], self.dest[i],
+                                 bufs[self.rbuf[i]] + self.rlo[i], <int>self.rn[i],
+                                 self.source[i], tag, comm, status, deadline, &self.stuck_peer)
             elif k == STEP_SENDRECV:
                 rc = c_sendrecv(bufs[self.sbuf[i]] + self.slo[i], <int>self.sn[i], BYTE,
                                 self.dest[i], tag, bufs[self.rbuf[i]] + self.rlo[i],
@@ -795,6 +826,7 @@ cdef class StepLane:
                     if rc == 0:
                         rc = rc2
             if rc != 0:
+                self.stuck_step = i
                 return rc
         return 0
 
@@ -860,9 +892,9 @@ cdef class StepLane:
         check(rc, "the lane")
         return result
 
-    def run(self, x, out):
+    def run(self, x, out, double deadline=0.0):
         """call() from Python: the result, None, or NOT_TAKEN."""
-        return self.call(x, out)
+        return self.call(x, out, -1, deadline)
 
 
 cdef class ScatterRoot:
@@ -872,14 +904,16 @@ cdef class ScatterRoot:
     *inline*, the data lane alone, whose program sends each child the word
     and its subtree's blocks in one message (api.py, Note [Inline
     scatter]). x is checked before anything leaves; an out the data lane
-    declines goes to *rest(x, out)*, the general path's data phase (never
-    when inline: the lane then takes any out the general path would)."""
+    declines goes to *rest(x, out, deadline)*, the general path's data
+    phase (never when inline: the lane then takes any out the general path
+    would). With a deadline every message is posted and tested against it
+    (Note [Lane deadlines])."""
 
     cdef Transport transport
     cdef object base, word, rest
     cdef StepLane data
     cdef bint inline
-    cdef int nchildren
+    cdef int nchildren, stuck_peer
     cdef int children[MAX_CHILDREN]
 
     def __cinit__(self, base, Transport transport, word, children, StepLane data, rest,
@@ -893,10 +927,11 @@ cdef class ScatterRoot:
         for i, child in enumerate(children):
             self.children[i] = child
 
-    cdef object call(self, x, out):
+    cdef object call(self, x, out, double deadline=0.0):
         cdef Py_buffer b
         cdef int i, rc = 0, tag
         cdef bint fits
+        cdef double started = monotonic() if deadline > 0.0 else 0.0
         try:
             PyObject_GetBuffer(x, &b, PyBUF_SIMPLE)
         except (BufferError, ValueError, TypeError):
@@ -905,22 +940,26 @@ cdef class ScatterRoot:
         PyBuffer_Release(&b)
         if not fits:
             return NOT_TAKEN
-        if self.inline:
-            return self.data.call(x, out)   # NOT_TAKEN: nothing sent, the general path's turn
+        if self.inline:                     # NOT_TAKEN: nothing sent, the general path's turn
+            return self.data.call(x, out, -1, deadline)
         PyObject_GetBuffer(self.word, &b, PyBUF_SIMPLE)
         try:
             tag = self.base.next_tag()
             with nogil:
                 for i in range(self.nchildren):
-                    rc = c_send(b.buf, WORD_BYTES, BYTE, self.children[i], tag,
-                                self.transport.comm)
+                    rc = send_by(<char *>b.buf, WORD_BYTES, self.children[i], tag,
+                                 self.transport.comm, self.transport.status, deadline,
+                                 &self.stuck_peer)
                     if rc != 0:
                         break
         finally:
             PyBuffer_Release(&b)
+        if rc == TIMED_OUT:
+            raise timed_out(self.base, self.stuck_peer, "scatter", "header", i,
+                            self.nchildren, monotonic() - started)
         check(rc, "the scatter header")
-        result = self.data.call(x, out)
-        return self.rest(x, out) if result is NOT_TAKEN else result
+        result = self.data.call(x, out, -1, deadline)
+        return self.rest(x, out, deadline) if result is NOT_TAKEN else result
 
 
 cdef class ScatterReceiver:
@@ -932,12 +971,13 @@ cdef class ScatterReceiver:
     scatter]) brings this rank's subtree's blocks along: the data lane of
     its signature passes them on and keeps its own block, on the same tag.
     Any other word, or an out the lane declines, goes to *rest(message,
-    out, tag)*, which finds or makes the lane of the new word or takes the
-    general path from there."""
+    out, tag, deadline)*, which finds or makes the lane of the new word or
+    takes the general path from there. With a deadline every message is
+    posted and tested against it (Note [Lane deadlines])."""
 
     cdef Transport transport
     cdef object base, message, expected, lane, lane_x, rest
-    cdef int parent, nchildren, room
+    cdef int parent, nchildren, room, stuck_peer, done
     cdef int64_t inline_code
     cdef int children[MAX_CHILDREN]
 
@@ -960,35 +1000,42 @@ cdef class ScatterReceiver:
         if lane is not None and np.frombuffer(word[:8], np.int64)[0] == self.inline_code:
             self.lane_x = self.message[:(<StepLane>lane).xbytes]
 
-    cdef object call(self, out):
+    cdef object call(self, out, double deadline=0.0):
         cdef Py_buffer b
         cdef int i, rc, tag
         cdef bint same, inline
+        cdef double started = monotonic() if deadline > 0.0 else 0.0
         PyObject_GetBuffer(self.message, &b, PyBUF_SIMPLE | PyBUF_WRITABLE)
         try:
             tag = self.base.next_tag()
             with nogil:
-                rc = c_recv(b.buf, self.room, BYTE, self.parent, tag, self.transport.comm,
-                            self.transport.status)
+                self.done = 0
+                rc = recv_by(<char *>b.buf, self.room, self.parent, tag, self.transport.comm,
+                             self.transport.status, deadline, &self.stuck_peer)
                 inline = rc == 0 and (<int64_t *>b.buf)[0] == self.inline_code
                 for i in range(self.nchildren):
                     if rc != 0 or inline:
                         break
-                    rc = c_send(b.buf, WORD_BYTES, BYTE, self.children[i], tag,
-                                self.transport.comm)
+                    self.done += 1
+                    rc = send_by(<char *>b.buf, WORD_BYTES, self.children[i], tag,
+                                 self.transport.comm, self.transport.status, deadline,
+                                 &self.stuck_peer)
             same = self.lane is not None and \
                 memcmp(b.buf, <char *>self.expected, WORD_BYTES) == 0
         finally:
             PyBuffer_Release(&b)
+        if rc == TIMED_OUT:
+            raise timed_out(self.base, self.stuck_peer, "scatter", "header", self.done,
+                            1 + self.nchildren, monotonic() - started)
         check(rc, "the scatter header")
         if same:
             if inline:
-                result = (<StepLane>self.lane).call(self.lane_x, out, tag)
+                result = (<StepLane>self.lane).call(self.lane_x, out, tag, deadline)
             else:
-                result = (<StepLane>self.lane).call(None, out)
+                result = (<StepLane>self.lane).call(None, out, -1, deadline)
             if result is not NOT_TAKEN:
                 return result
-        return self.rest(self.message.copy(), out, tag)
+        return self.rest(self.message.copy(), out, tag, deadline)
 
 
 # The names pycoll/api.py builds StepLane programs with.
@@ -997,9 +1044,10 @@ STEP = {"send": STEP_SEND, "recv": STEP_RECV, "copy": STEP_COPY, "sendrecv": STE
 BUFFER = {"x": BUF_X, "out": BUF_OUT, "work": BUF_WORK, "word": BUF_WORD}
 
 
-def _step_lane_call(comm, kind, x, rest, out, double deadline):
+def _step_lane_call(comm, kind, x, rest, out, timeout):
     """The call on the StepLane made for (kind, x's dtype and shape, *rest),
-    by *deadline* (0: none), if one was; NOT_TAKEN (nothing sent) otherwise."""
+    with *timeout* (Note [Lane deadlines]), if one was; NOT_TAKEN (nothing
+    sent) otherwise."""
     if type(x) is not ndarray or comm._progress._pending:
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
     try:
@@ -1008,24 +1056,26 @@ def _step_lane_call(comm, kind, x, rest, out, double deadline):
         return NOT_TAKEN
     if lane is None:
         return NOT_TAKEN
-    return (<StepLane>lane).call(x, out, -1, deadline)
+    return (<StepLane>lane).call(x, out, -1, lane_deadline(comm, timeout))
 
 
-def gather(comm, x, root, algorithm, out, double deadline=0.0):
-    """The lane of a repeated, plain gather, by *deadline* (0: none): the
-    root's result, None elsewhere; NOT_TAKEN (nothing sent) for any other call."""
-    return _step_lane_call(comm, "gather-lane", x, (root, algorithm), out, deadline)
+# The entries of the lanes: each call's arguments as the collective got
+# them (timeout= included), the result or, for any call its lane does not
+# take, NOT_TAKEN (allreduce, reduce_scatter: None) with nothing sent.
+
+def gather(comm, x, root, algorithm, out, timeout=None):
+    """The lane of a repeated, plain gather: the root's result, None
+    elsewhere."""
+    return _step_lane_call(comm, "gather-lane", x, (root, algorithm), out, timeout)
 
 
-def alltoall(comm, x, algorithm, out, double deadline=0.0):
-    """The lane of a repeated, plain alltoall, by *deadline* (0: none): the
-    result; NOT_TAKEN (nothing sent) for any other call."""
-    return _step_lane_call(comm, "alltoall-lane", x, (algorithm,), out, deadline)
+def alltoall(comm, x, algorithm, out, timeout=None):
+    """The lane of a repeated, plain alltoall: the result."""
+    return _step_lane_call(comm, "alltoall-lane", x, (algorithm,), out, timeout)
 
 
-def scatter(comm, x, root, algorithm, out):
-    """The lane of a repeated, plain scatter: this rank's block; NOT_TAKEN
-    (nothing sent) for any call it does not take."""
+def scatter(comm, x, root, algorithm, out, timeout=None):
+    """The lane of a repeated, plain scatter: this rank's block."""
     if comm._progress._pending:
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
     if comm.rank == root:
@@ -1035,18 +1085,19 @@ def scatter(comm, x, root, algorithm, out):
             lane = comm._plans.get(("scatter-lane-root", x.dtype, x.shape, root, algorithm))
         except TypeError:
             return NOT_TAKEN
-        return NOT_TAKEN if lane is None else (<ScatterRoot>lane).call(x, out)
+        return NOT_TAKEN if lane is None else (<ScatterRoot>lane).call(
+            x, out, lane_deadline(comm, timeout))
     try:
         lane = comm._plans.get(("scatter-header", root, algorithm))
     except TypeError:
         return NOT_TAKEN
-    return NOT_TAKEN if lane is None else (<ScatterReceiver>lane).call(out)
+    return NOT_TAKEN if lane is None else (<ScatterReceiver>lane).call(
+        out, lane_deadline(comm, timeout))
 
 
-def allgather(comm, x, algorithm, out, double deadline=0.0):
-    """The lane of a repeated, plain allgather, by *deadline* (0: none): the
-    result; NOT_TAKEN (nothing sent) for any other call."""
-    return _step_lane_call(comm, "allgather-lane", x, (algorithm,), out, deadline)
+def allgather(comm, x, algorithm, out, timeout=None):
+    """The lane of a repeated, plain allgather: the result."""
+    return _step_lane_call(comm, "allgather-lane", x, (algorithm,), out, timeout)
 
 
 cdef class BroadcastLane:
@@ -1064,19 +1115,22 @@ cdef class BroadcastLane:
 
     A receiver forwards the header it got, whatever it holds, before
     comparing it with the one it expects; when they differ (the root sent
-    another signature, or an error) *rest(x, message)* takes the call on
-    from there, the general path.
+    another signature, or an error) *rest(x, message, deadline)* takes the
+    call on from there, the general path. With a deadline every message
+    is posted and tested against it (Note [Lane deadlines]); *algorithm*
+    names the call in a CollectiveTimeout.
     """
 
     cdef Transport transport
-    cdef object base, message, expected, rest
+    cdef object base, message, expected, rest, algorithm
     cdef Py_ssize_t nbytes, align, capacity
-    cdef int parent, nchildren
+    cdef int parent, nchildren, nmessages, done, stuck_peer
     cdef int children[MAX_CHILDREN]
     cdef bint inline
 
     def __cinit__(self, base, Transport transport, word, int parent, children,
-                  Py_ssize_t nbytes, Py_ssize_t align, bint inline, Py_ssize_t capacity, rest):
+                  Py_ssize_t nbytes, Py_ssize_t align, bint inline, Py_ssize_t capacity, rest,
+                  algorithm=""):
         if len(children) > MAX_CHILDREN:
             raise ValueError(f"{len(children)} children: more than the lane holds")
         if len(word) != WORD_BYTES or capacity < WORD_BYTES + (nbytes if inline else 0):
@@ -1086,29 +1140,41 @@ cdef class BroadcastLane:
         for i, child in enumerate(children):
             self.children[i] = child
         self.nbytes, self.align, self.inline, self.capacity = nbytes, align, inline, capacity
+        self.algorithm = algorithm
+        self.nmessages = (self.nchildren + (parent >= 0)) * (1 if inline else 2)
         self.expected = bytes(word)
         # The root's message (the word, then the data when inline); a
         # receiver's room for whatever header the root may send.
         self.message = np.zeros(capacity, np.uint8)
         self.message[:WORD_BYTES] = np.frombuffer(self.expected, np.uint8)
 
-    cdef int forward(self, const char *buf, int n, int tag) noexcept nogil:
+    cdef int forward(self, const char *buf, int n, int tag, double deadline) noexcept nogil:
         cdef int i, rc = 0
         for i in range(self.nchildren):
-            rc = c_send(buf, n, BYTE, self.children[i], tag, self.transport.comm)
+            rc = send_by(buf, n, self.children[i], tag, self.transport.comm,
+                         self.transport.status, deadline, &self.stuck_peer)
             if rc != 0:
                 break
+            self.done += 1
         return rc
 
-    cdef object call(self, x):
+    cdef int receive(self, char *buf, int n, int tag, double deadline) noexcept nogil:
+        cdef int rc = recv_by(buf, n, self.parent, tag, self.transport.comm,
+                              self.transport.status, deadline, &self.stuck_peer)
+        self.done += rc == 0
+        return rc
+
+    cdef object call(self, x, double deadline=0.0):
         """x after the broadcast, or NOT_TAKEN (nothing sent) for an x the
-        general path must take."""
+        general path must take. *deadline*: 0, or the time.monotonic() by
+        which it must be done (Note [Lane deadlines])."""
         cdef Py_buffer xb, mb
         cdef int rc = 0, tag, count = 0
         cdef char *xp
         cdef char *mp
-        cdef handle_t comm = self.transport.comm
         cdef bint matched = True
+        cdef double started = monotonic() if deadline > 0.0 else 0.0
+        self.done = 0
         try:
             PyObject_GetBuffer(x, &xb, PyBUF_SIMPLE | PyBUF_WRITABLE)
         except (BufferError, ValueError, TypeError):
@@ -1125,21 +1191,20 @@ cdef class BroadcastLane:
                     with nogil:
                         if self.inline:
                             memcpy(mp + WORD_BYTES, xp, self.nbytes)
-                            rc = self.forward(mp, <int>(WORD_BYTES + self.nbytes), tag)
+                            rc = self.forward(mp, <int>(WORD_BYTES + self.nbytes), tag, deadline)
                         else:
-                            rc = self.forward(mp, WORD_BYTES, tag)
+                            rc = self.forward(mp, WORD_BYTES, tag, deadline)
                     if rc == 0 and not self.inline:
                         tag = self.base.next_tag()
                         with nogil:
-                            rc = self.forward(xp, <int>self.nbytes, tag)
+                            rc = self.forward(xp, <int>self.nbytes, tag, deadline)
                 else:
                     with nogil:
-                        rc = c_recv(mp, <int>self.capacity, BYTE, self.parent, tag, comm,
-                                    self.transport.status)
+                        rc = self.receive(mp, <int>self.capacity, tag, deadline)
                         if rc == 0:
                             rc = c_get_count(self.transport.status, BYTE, &count)
                         if rc == 0:
-                            rc = self.forward(mp, count, tag)
+                            rc = self.forward(mp, count, tag, deadline)
                     matched = count == WORD_BYTES + (self.nbytes if self.inline else 0) \
                         and memcmp(mp, <char *>self.expected, WORD_BYTES) == 0
                     if rc == 0 and matched:
@@ -1148,23 +1213,24 @@ cdef class BroadcastLane:
                         else:
                             tag = self.base.next_tag()
                             with nogil:
-                                rc = c_recv(xp, <int>self.nbytes, BYTE, self.parent, tag, comm,
-                                            self.transport.status)
+                                rc = self.receive(xp, <int>self.nbytes, tag, deadline)
                                 if rc == 0:
-                                    rc = self.forward(xp, <int>self.nbytes, tag)
+                                    rc = self.forward(xp, <int>self.nbytes, tag, deadline)
             finally:
                 PyBuffer_Release(&mb)
         finally:
             PyBuffer_Release(&xb)
+        if rc == TIMED_OUT:
+            raise timed_out(self.base, self.stuck_peer, "broadcast", self.algorithm, self.done,
+                            self.nmessages, monotonic() - started)
         check(rc, "the broadcast lane")
         if not matched:
-            return self.rest(x, self.message[:count])
+            return self.rest(x, self.message[:count], deadline)
         return x
 
 
-def broadcast(comm, x, root, algorithm):
-    """The lane of a repeated, plain broadcast: x, filled; NOT_TAKEN
-    (nothing sent) for any other call."""
+def broadcast(comm, x, root, algorithm, timeout=None):
+    """The lane of a repeated, plain broadcast: x, filled."""
     if type(x) is not ndarray or comm._progress._pending:
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
     try:
@@ -1173,12 +1239,12 @@ def broadcast(comm, x, root, algorithm):
         return NOT_TAKEN
     if lane is None:
         return NOT_TAKEN
-    return (<BroadcastLane>lane).call(x)
+    return (<BroadcastLane>lane).call(x, lane_deadline(comm, timeout))
 
 
-def allreduce(comm, x, op, algorithm, out, accumulate, double deadline=0.0):
-    """The lane of a repeated, plain allreduce; None for any other call.
-    *deadline*: 0, or when a call with timeout= must be done."""
+def allreduce(comm, x, op, algorithm, out, accumulate, timeout=None):
+    """The lane of a repeated, plain allreduce: the result; None for any
+    other call."""
     if type(x) is not ndarray or accumulate is not None or comm._progress._pending:
         return None                         # queued calls first (Note [Issue order])
     try:
@@ -1190,13 +1256,12 @@ def allreduce(comm, x, op, algorithm, out, accumulate, double deadline=0.0):
     lane = plan.lane
     if lane is None:
         return None
-    return (<Lane>lane).run(x, out, deadline)
+    return (<Lane>lane).run(x, out, lane_deadline(comm, timeout))
 
 
-def reduce(comm, x, op, root, algorithm, out, accumulate, double deadline=0.0):
+def reduce(comm, x, op, root, algorithm, out, accumulate, timeout=None):
     """The lane of a repeated, plain reduce: the result on the root, None
-    elsewhere; NOT_TAKEN (nothing sent) for any other call. *deadline*: as
-    allreduce's."""
+    elsewhere."""
     if type(x) is not ndarray or accumulate is not None or comm._progress._pending:
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
     try:
@@ -1205,12 +1270,12 @@ def reduce(comm, x, op, root, algorithm, out, accumulate, double deadline=0.0):
         return NOT_TAKEN
     if plan is None or plan.lane is None:
         return NOT_TAKEN
-    return (<Lane>plan.lane).call(x, out, deadline)
+    return (<Lane>plan.lane).call(x, out, lane_deadline(comm, timeout))
 
 
-def reduce_scatter(comm, x, op, algorithm, out, accumulate, double deadline=0.0):
-    """The lane of a repeated, plain reduce_scatter; None for any other
-    call. *deadline*: as allreduce's."""
+def reduce_scatter(comm, x, op, algorithm, out, accumulate, timeout=None):
+    """The lane of a repeated, plain reduce_scatter: this rank's block;
+    None for any other call."""
     if type(x) is not ndarray or accumulate is not None or comm._progress._pending:
         return None                         # queued calls first (Note [Issue order])
     try:
@@ -1219,4 +1284,4 @@ def reduce_scatter(comm, x, op, algorithm, out, accumulate, double deadline=0.0)
         return None
     if plan is None or plan.lane is None:
         return None
-    return (<ReduceScatterLane>plan.lane).run(x, out, deadline)
+    return (<ReduceScatterLane>plan.lane).run(x, out, lane_deadline(comm, timeout))

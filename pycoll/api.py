@@ -88,90 +88,71 @@ class Communicator(CommBase):
 
     @property
     def _lane_ready(self) -> bool:
-        """Whether broadcasts and scatters may take their C lane: not while
-        checks mode or a default timeout wants every call on the checked path."""
+        """Whether a plain call may take its C lane, which keeps any
+        deadline (Note [Lane deadlines] in _mpicall.pyx): not in checks
+        mode, which puts every call on the checked path."""
         return self._lane_settings and not _Switches.checks
-
-    @property
-    def _deadline_lane_ready(self) -> bool:
-        """Whether allreduce, reduce, reduce_scatter, gather, allgather and
-        alltoall may take their lane, which keeps a deadline (Note [Lane
-        deadlines] in _mpicall.pyx): not in checks mode."""
-        return self._deadline_lane_settings and not _Switches.checks
 
     def allreduce(self, x, op=SUM, algorithm="auto", out=None, accumulate=None, async_op=False,
                   timeout=None):
-        if not async_op and self._deadline_lane_ready:
-            result = _mpicall.allreduce(self, x, op, algorithm, out, accumulate,
-                                        0.0 if timeout is None and self.settings.timeout is None
-                                        else _lane_deadline(self, timeout))
+        if not async_op and self._lane_ready:
+            result = _mpicall.allreduce(self, x, op, algorithm, out, accumulate, timeout)
             if result is not None:
                 return result
         return _allreduce(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
     # broadcast, gather, scatter, allgather and alltoall try their lane's C
     # entry first; the module function behind it makes the lane on a
-    # signature's first call. Those of broadcast and scatter keep no
-    # deadline: a call with a timeout takes the general path.
+    # signature's first call.
     def broadcast(self, x, root=0, algorithm="auto", async_op=False, timeout=None):
-        if not async_op and timeout is None and self._lane_ready:
-            done = _mpicall.broadcast(self, x, root, algorithm)
+        if not async_op and self._lane_ready:
+            done = _mpicall.broadcast(self, x, root, algorithm, timeout)
             if done is not _mpicall.NOT_TAKEN:
                 return done
         return broadcast(x, root, self, algorithm, async_op, timeout)
 
     def reduce(self, x, op=SUM, root=0, algorithm="auto", out=None, accumulate=None,
                async_op=False, timeout=None):
-        if not async_op and self._deadline_lane_ready:
-            result = _mpicall.reduce(self, x, op, root, algorithm, out, accumulate,
-                                     0.0 if timeout is None and self.settings.timeout is None
-                                     else _lane_deadline(self, timeout))
+        if not async_op and self._lane_ready:
+            result = _mpicall.reduce(self, x, op, root, algorithm, out, accumulate, timeout)
             if result is not _mpicall.NOT_TAKEN:
                 return result
         return _reduce(self, x, op, root, algorithm, out, accumulate, async_op, timeout)
 
     def gather(self, x, root=0, algorithm="auto", sizes=None, out=None, async_op=False,
                timeout=None):
-        if not async_op and sizes is None and self._deadline_lane_ready:
-            result = _mpicall.gather(self, x, root, algorithm, out,
-                                     0.0 if timeout is None and self.settings.timeout is None
-                                     else _lane_deadline(self, timeout))
+        if not async_op and sizes is None and self._lane_ready:
+            result = _mpicall.gather(self, x, root, algorithm, out, timeout)
             if result is not _mpicall.NOT_TAKEN:
                 return result
         return gather(x, root, self, algorithm, sizes, out, async_op, timeout)
 
     def scatter(self, x, root=0, algorithm="auto", out=None, async_op=False, timeout=None):
-        if not async_op and timeout is None and self._lane_ready:
-            result = _mpicall.scatter(self, x, root, algorithm, out)
+        if not async_op and self._lane_ready:
+            result = _mpicall.scatter(self, x, root, algorithm, out, timeout)
             if result is not _mpicall.NOT_TAKEN:
                 return result
         return scatter(x, root, self, algorithm, out, async_op, timeout)
 
     def allgather(self, x, algorithm="auto", sizes=None, out=None, async_op=False,
                   timeout=None):
-        if not async_op and sizes is None and self._deadline_lane_ready:
-            result = _mpicall.allgather(self, x, algorithm, out,
-                                        0.0 if timeout is None and self.settings.timeout is None
-                                        else _lane_deadline(self, timeout))
+        if not async_op and sizes is None and self._lane_ready:
+            result = _mpicall.allgather(self, x, algorithm, out, timeout)
             if result is not _mpicall.NOT_TAKEN:
                 return result
         return allgather(x, self, algorithm, sizes, out, async_op, timeout)
 
     def reduce_scatter(self, x, op=SUM, algorithm="auto", out=None, accumulate=None,
                        async_op=False, timeout=None):
-        if not async_op and self._deadline_lane_ready:
-            deadline = (0.0 if timeout is None and self.settings.timeout is None
-                        else _lane_deadline(self, timeout))
-            result = _mpicall.reduce_scatter(self, x, op, algorithm, out, accumulate, deadline)
+        if not async_op and self._lane_ready:
+            result = _mpicall.reduce_scatter(self, x, op, algorithm, out, accumulate, timeout)
             if result is not None:
                 return result
         return _reduce_scatter(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
     def alltoall(self, x, algorithm="auto", out=None, async_op=False, timeout=None):
-        if not async_op and self._deadline_lane_ready:
-            result = _mpicall.alltoall(self, x, algorithm, out,
-                                       0.0 if timeout is None and self.settings.timeout is None
-                                       else _lane_deadline(self, timeout))
+        if not async_op and self._lane_ready:
+            result = _mpicall.alltoall(self, x, algorithm, out, timeout)
             if result is not _mpicall.NOT_TAKEN:
                 return result
         return alltoall(x, self, algorithm, out, async_op, timeout)
@@ -705,11 +686,11 @@ def _deadline(seconds):
 
 
 def _lane_deadline(c, timeout) -> float:
-    """The time.monotonic() by which a lane call that keeps a deadline must
-    finish (Note [Lane deadlines] in _mpicall.pyx), from timeout=, else
-    PYCOLL_TIMEOUT; 0.0 (none) without either. A bad timeout raises here,
-    before any message. Callers test for neither first: a plain call
-    should not pay a function call for its deadline of 0."""
+    """The time.monotonic() by which a lane call must finish (Note [Lane
+    deadlines] in _mpicall.pyx), from timeout=, else PYCOLL_TIMEOUT; 0.0
+    (none) without either. A bad timeout raises here, before any message.
+    _mpicall.lane_deadline calls it only when there is a timeout: a plain
+    call pays no Python call for its deadline of 0."""
     seconds = _timeout(c, timeout)
     return 0.0 if seconds is None else time.monotonic() + seconds
 
@@ -813,10 +794,8 @@ def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
         pycoll.allreduce(x, op=pycoll.MAX)     # both:   [2, 4]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and c._deadline_lane_ready:
-        result = _mpicall.allreduce(c, x, op, algorithm, out, accumulate,
-                                    0.0 if timeout is None and c.settings.timeout is None
-                                    else _lane_deadline(c, timeout))
+    if not async_op and c._lane_ready:
+        result = _mpicall.allreduce(c, x, op, algorithm, out, accumulate, timeout)
         if result is not None:
             return result
     return _allreduce(c, x, op, algorithm, out, accumulate, async_op, timeout)
@@ -872,8 +851,8 @@ def broadcast(x, root=0, comm=None, algorithm="auto", async_op=False, timeout=No
     root's (or is read-only) still takes part, then raises.
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and timeout is None and c._lane_ready:
-        done = _broadcast_lane(c, x, root, algorithm)
+    if not async_op and c._lane_ready:
+        done = _broadcast_lane(c, x, root, algorithm, timeout)
         if done is not _mpicall.NOT_TAKEN:
             return done
     return _broadcast(c, x, root, algorithm, async_op, timeout)
@@ -949,14 +928,14 @@ def _cached_lane(c, key: tuple, make):
         return None
 
 
-def _broadcast_lane(c, x, root, algorithm):
+def _broadcast_lane(c, x, root, algorithm, timeout):
     """A plain broadcast of a numpy array on its lane: x, filled; NOT_TAKEN
     (nothing sent) for any call the lane does not take."""
-    done = _mpicall.broadcast(c, x, root, algorithm)
+    done = _mpicall.broadcast(c, x, root, algorithm, timeout)
     if done is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lane_made(
             c, ("broadcast-lane", x.dtype, x.shape, root, algorithm),
             lambda: _make_broadcast_lane(c, x, root, algorithm)):
-        done = _mpicall.broadcast(c, x, root, algorithm)
+        done = _mpicall.broadcast(c, x, root, algorithm, timeout)
     return done
 
 
@@ -995,15 +974,19 @@ def _make_broadcast_lane(c, x, root, algorithm):
         word[0] = HEADER_INLINE
     return _mpicall.BroadcastLane(c, c.transport, word.view(np.uint8), -1 if parent is None else parent,
                                   children, x.nbytes, x.dtype.alignment, inline, room,
-                                  lambda x, message: _broadcast_rest(c, x, r, alg, message))
+                                  lambda x, message, deadline:
+                                  _broadcast_rest(c, x, r, alg, message, deadline),
+                                  algorithm=plan.algorithm)
 
 
-def _broadcast_rest(c, x, root, algorithm, message):
+def _broadcast_rest(c, x, root, algorithm, message, deadline):
     """A lane receiver's call after a header it did not expect (already
-    forwarded down the tree): the general path from there."""
+    forwarded down the tree): the general path from there, by *deadline*
+    (0.0: none)."""
     word = message[:WORD_BYTES].view(np.int64)
     dtype, shape = _read_header(c, root, None, word)
-    return _broadcast_receive(c, x, root, algorithm, dtype, shape, None, _inline_data(message, word))
+    return _broadcast_receive(c, x, root, algorithm, dtype, shape, deadline or None,
+                              _inline_data(message, word))
 
 
 def _broadcast_plan(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> Plan:
@@ -1029,10 +1012,8 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce(x, root=1)                # rank 0: None     rank 1: [3, 6]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and c._deadline_lane_ready:
-        result = _mpicall.reduce(c, x, op, root, algorithm, out, accumulate,
-                                 0.0 if timeout is None and c.settings.timeout is None
-                                 else _lane_deadline(c, timeout))
+    if not async_op and c._lane_ready:
+        result = _mpicall.reduce(c, x, op, root, algorithm, out, accumulate, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
     return _reduce(c, x, op, root, algorithm, out, accumulate, async_op, timeout)
@@ -1187,15 +1168,14 @@ def _lane_made(c, key: tuple, make) -> bool:
     return _cached_lane(c, key, make) is not None
 
 
-def _allgather_lane(c, x, algorithm, out, deadline):
-    """A plain allgather of a numpy array on its lane, by *deadline* (0.0:
-    none): the result, or NOT_TAKEN (nothing sent) for any call the lane
-    does not take."""
-    result = _mpicall.allgather(c, x, algorithm, out, deadline)
+def _allgather_lane(c, x, algorithm, out, timeout):
+    """A plain allgather of a numpy array on its lane: the result, or
+    NOT_TAKEN (nothing sent) for any call the lane does not take."""
+    result = _mpicall.allgather(c, x, algorithm, out, timeout)
     if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lane_made(
             c, ("allgather-lane", x.dtype, x.shape, algorithm),
             lambda: _make_allgather_lane(c, x, algorithm)):
-        result = _mpicall.allgather(c, x, algorithm, out, deadline)
+        result = _mpicall.allgather(c, x, algorithm, out, timeout)
     return result
 
 
@@ -1338,15 +1318,15 @@ class _RootedLane:
         return steps + [_step("copy", send=(buf, lo, hi), recv=("out", 0, hi - lo))]
 
 
-def _gather_lane(c, x, root, algorithm, out, deadline):
-    """A plain gather of a numpy array on its lane, by *deadline* (0.0:
-    none): the root's result or None elsewhere; NOT_TAKEN (nothing sent)
-    for any call the lane does not take."""
-    result = _mpicall.gather(c, x, root, algorithm, out, deadline)
+def _gather_lane(c, x, root, algorithm, out, timeout):
+    """A plain gather of a numpy array on its lane: the root's result or
+    None elsewhere; NOT_TAKEN (nothing sent) for any call the lane does not
+    take."""
+    result = _mpicall.gather(c, x, root, algorithm, out, timeout)
     if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lane_made(
             c, ("gather-lane", x.dtype, x.shape, root, algorithm),
             lambda: _make_gather_lane(c, x, root, algorithm)):
-        result = _mpicall.gather(c, x, root, algorithm, out, deadline)
+        result = _mpicall.gather(c, x, root, algorithm, out, timeout)
     return result
 
 
@@ -1377,13 +1357,13 @@ def _make_gather_lane(c, x, root, algorithm):
                              collective="gather", algorithm=plan.algorithm)
 
 
-def _scatter_lane(c, x, root, algorithm, out):
+def _scatter_lane(c, x, root, algorithm, out, timeout):
     """A plain scatter on its lane (made on the first call): the root's x a
     numpy array whose header is the short word and whose messages each fit
-    in a segment. This rank's block, or NOT_TAKEN (nothing sent) for any
-    call the lane does not take; past the header, a call the data lane
-    declines continues on the general path."""
-    result = _mpicall.scatter(c, x, root, algorithm, out)
+    in a segment. This rank's block, or
+    NOT_TAKEN (nothing sent) for any call the lane does not take; past the
+    header, a call the data lane declines continues on the general path."""
+    result = _mpicall.scatter(c, x, root, algorithm, out, timeout)
     if result is not _mpicall.NOT_TAKEN:
         return result
     if c.rank == root:
@@ -1393,7 +1373,7 @@ def _scatter_lane(c, x, root, algorithm, out):
     else:
         made = _lane_made(c, ("scatter-header", root, algorithm),
                           lambda: _make_scatter_receiver(c, root, algorithm))
-    return _mpicall.scatter(c, x, root, algorithm, out) if made else result
+    return _mpicall.scatter(c, x, root, algorithm, out, timeout) if made else result
 
 
 def _make_scatter_receiver(c, root, algorithm):
@@ -1409,16 +1389,18 @@ def _make_scatter_receiver(c, root, algorithm):
     parent, children = binomial_edges(r, c.rank, c.size)
     receiver = _mpicall.ScatterReceiver(
         c, c.transport, parent, children,
-        lambda message, out, tag: _scatter_receive(c, receiver, r, alg, message, out, tag),
+        lambda message, out, tag, deadline:
+        _scatter_receive(c, receiver, r, alg, message, out, tag, deadline or None),
         WORD_BYTES + INLINE_BYTES, HEADER_INLINE)
     return receiver
 
 
-def _scatter_receive(c, receiver, root, algorithm, message, out, tag):
+def _scatter_receive(c, receiver, root, algorithm, message, out, tag, deadline):
     """A receiver's call after a header word that does not name its last
     data lane (or whose out that lane declined): the lane of this word,
     found or made and remembered, else the general path: an inline word's
-    blocks passed on (on the header's *tag*), or the data phase."""
+    blocks passed on (on the header's *tag*), or the data phase; by
+    *deadline* (None: none)."""
     word = message[:WORD_BYTES].view(np.int64)
     dtype, shape = _read_header(c, root, None, word)         # the root's error raises here
     if word[0] == HEADER_INLINE:
@@ -1426,7 +1408,7 @@ def _scatter_receive(c, receiver, root, algorithm, message, out, tag):
             c, ("scatter-lane", root, algorithm, word.tobytes()),
             lambda: _make_scatter_data(c, word, root, algorithm)))
         channel = Channel(c, tag)
-        channel.begin(None, "scatter", "header", 1)
+        channel.begin(deadline, "scatter", "header", 1)
         own = _scatter_forward(c, root, dtype, shape, word, message[WORD_BYTES:], channel)
         return _scatter_own(c, root, algorithm, dtype, shape, own, out)
     if word[0] == HEADER_OK:
@@ -1434,10 +1416,10 @@ def _scatter_receive(c, receiver, root, algorithm, message, out, tag):
                             lambda: _make_scatter_data(c, word, root, algorithm))
         receiver.expect(word.tobytes(), lane)
         if lane is not None:
-            result = lane.run(None, out)
+            result = lane.run(None, out, deadline or 0.0)
             if result is not _mpicall.NOT_TAKEN:
                 return result
-    return _scatter_data(c, root, algorithm, dtype, shape, None, out, None)
+    return _scatter_data(c, root, algorithm, dtype, shape, None, out, deadline)
 
 
 def _make_scatter_data(c, word, root, algorithm):
@@ -1489,7 +1471,8 @@ def _inline_scatter_lane(c, plan, dtype, word):
         return None
     xbytes = total if word is not None else WORD_BYTES + sub
     return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, dtype, xbytes, own, at,
-                             True, b"" if word is None else word.tobytes())
+                             True, b"" if word is None else word.tobytes(), collective="scatter",
+                             algorithm=plan.algorithm)
 
 
 def _scatter_step_lane(c, plan, dtype):
@@ -1500,7 +1483,8 @@ def _scatter_step_lane(c, plan, dtype):
     root = lane.up is None
     work = lane.total if (lane.rotate if root else lane.children) else 0
     return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, dtype,
-                             lane.total if root else 0, lane.own[1] - lane.own[0], work, True)
+                             lane.total if root else 0, lane.own[1] - lane.own[0], work, True,
+                             collective="scatter", algorithm=plan.algorithm)
 
 
 def _make_scatter_root(c, x, root, algorithm):
@@ -1526,9 +1510,9 @@ def _make_scatter_root(c, x, root, algorithm):
     if data is None:
         return None
 
-    def rest(x, out):                       # the data lane declined out: the general path's data phase
+    def rest(x, out, deadline):             # the data lane declined out: the general path's data phase
         msg = _message.message(x)
-        return _scatter_data(c, r, alg, msg.dtype, msg.shape, msg, out, None)
+        return _scatter_data(c, r, alg, msg.dtype, msg.shape, msg, out, deadline or None)
     return _mpicall.ScatterRoot(c, c.transport, _header_word(dtype, x.shape).view(np.uint8),
                                 children, data, rest)
 
@@ -1589,10 +1573,8 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_o
         pycoll.gather(x, root=0, sizes=[1, 2])          # rank 0: [0, 1, 1]  rank 1: None
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and sizes is None and c._deadline_lane_ready:
-        result = _gather_lane(c, x, root, algorithm, out,
-                              0.0 if timeout is None and c.settings.timeout is None
-                              else _lane_deadline(c, timeout))
+    if not async_op and sizes is None and c._lane_ready:
+        result = _gather_lane(c, x, root, algorithm, out, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
 
@@ -1628,10 +1610,8 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
         pycoll.allgather(x)               # both:   [0, 0, 1, 1]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and sizes is None and c._deadline_lane_ready:
-        result = _allgather_lane(c, x, algorithm, out,
-                                 0.0 if timeout is None and c.settings.timeout is None
-                                 else _lane_deadline(c, timeout))
+    if not async_op and sizes is None and c._lane_ready:
+        result = _allgather_lane(c, x, algorithm, out, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
 
@@ -1664,8 +1644,8 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, ti
         pycoll.scatter(x, root=0)                 # rank 0: [0, 1, 2]  rank 1: [3, 4]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and timeout is None and c._lane_ready:
-        result = _scatter_lane(c, x, root, algorithm, out)
+    if not async_op and c._lane_ready:
+        result = _scatter_lane(c, x, root, algorithm, out, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
 
@@ -1796,10 +1776,8 @@ def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce_scatter(x)          # rank 0: [0, 3]         rank 1: [6, 9]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and c._deadline_lane_ready:
-        result = _mpicall.reduce_scatter(c, x, op, algorithm, out, accumulate,
-                                         0.0 if timeout is None and c.settings.timeout is None
-                                         else _lane_deadline(c, timeout))
+    if not async_op and c._lane_ready:
+        result = _mpicall.reduce_scatter(c, x, op, algorithm, out, accumulate, timeout)
         if result is not None:
             return result
     return _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op, timeout)
@@ -1850,14 +1828,12 @@ def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=N
         pycoll.alltoall(x)                   # rank 0: [10, 20]   rank 1: [11, 21]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
-    if not async_op and c._deadline_lane_ready:
-        deadline = (0.0 if timeout is None and c.settings.timeout is None
-                    else _lane_deadline(c, timeout))
-        result = _mpicall.alltoall(c, x, algorithm, out, deadline)
+    if not async_op and c._lane_ready:
+        result = _mpicall.alltoall(c, x, algorithm, out, timeout)
         if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lane_made(
                 c, ("alltoall-lane", x.dtype, x.shape, algorithm),
                 lambda: _make_alltoall_lane(c, x, algorithm)):
-            result = _mpicall.alltoall(c, x, algorithm, out, deadline)
+            result = _mpicall.alltoall(c, x, algorithm, out, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
 

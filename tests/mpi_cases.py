@@ -12,6 +12,7 @@ across ranks at the end with mpi4py's own allgather (independent of pycoll).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
@@ -705,11 +706,13 @@ def deadline_lane_cases(run):
     expect(ValueError, "timeout must be >= 0 seconds, got -1", comm.allreduce,
            np.ones(4), "sum", "recursive_doubling", None, None, False, -1)
 
-    # gather, allgather and alltoall: their StepLanes keep the deadline too
-    # (a gather's lane wants all p blocks within the tests' 256 B segment).
+    # gather, allgather, alltoall, broadcast and scatter: their lanes keep
+    # the deadline too (a gather's lane wants all p blocks within the
+    # tests' 256 B segment).
     if p < 2:
         return                              # no lanes for these at p = 1
-    movers = pycoll.api.gather, pycoll.api.allgather, pycoll.api.alltoall
+    movers = (pycoll.api.gather, pycoll.api.allgather, pycoll.api.alltoall, pycoll.api.broadcast,
+              pycoll.api.scatter)
     root = p - 1
     for dtype, shape in (("int16", (p + 1,)), ("bfloat16", (p + 1,)), ("float32", (p,))):
         for repeat in range(3):
@@ -717,14 +720,25 @@ def deadline_lane_cases(run):
             xs = [rank_data(dtype, shape, i, seed_of(name)) for i in range(p)]
             if repeat:
                 pycoll.api.gather = pycoll.api.allgather = pycoll.api.alltoall = refuse
+                pycoll.api.broadcast = pycoll.api.scatter = refuse
+            b = xs[r].copy() if r == root else np.zeros_like(xs[r])
+            everyone = np.concatenate(xs)
             try:
                 g = comm.gather(xs[r], root=root, algorithm="binomial", **kwargs)
                 ag = {algo: comm.allgather(xs[r], algorithm=algo, **kwargs)
                       for algo in ("ring", "recursive_doubling")}
                 a2a = comm.alltoall(xs[r], **kwargs)
+                assert comm.broadcast(b, root=root, **kwargs) is b, name
+                # inline on the tree; linear at p > 2: the word, then the data
+                sc = {algo: comm.scatter(everyone if r == root else None, root=root,
+                                         algorithm=algo, **kwargs)
+                      for algo in ("binomial", "linear")}
             finally:
-                pycoll.api.gather, pycoll.api.allgather, pycoll.api.alltoall = movers
-            everyone = np.concatenate(xs)
+                (pycoll.api.gather, pycoll.api.allgather, pycoll.api.alltoall,
+                 pycoll.api.broadcast, pycoll.api.scatter) = movers
+            run.check(f"{name} broadcast", b, xs[root])
+            for algo, y in sc.items():
+                run.check(f"{name} scatter {algo}", y, np.array_split(everyone, p)[r])
             for algo, y in ag.items():
                 run.check(f"{name} allgather {algo}", y, everyone)
             if r == root:
@@ -733,6 +747,19 @@ def deadline_lane_cases(run):
                 assert g is None, name
             run.check(f"{name} alltoall", a2a,
                       np.concatenate([np.array_split(x, p)[r] for x in xs]))
+    # A receiver's lane meeting another signature hands the call (and its
+    # deadline) to the general path, which raises after taking part.
+    if r == root:
+        comm.broadcast(np.ones(p + 1, np.float32), root=root, **kwargs)
+    else:
+        mine = np.zeros(p + 1, np.int16)
+        expect(TypeError, "x has dtype int16, expected float32", comm.broadcast, mine, root,
+               **kwargs)
+        assert not mine.any(), "a mismatching x was written"
+    for _ in range(2):
+        b = np.arange(p + 1, dtype=np.int16) if r == root else np.zeros(p + 1, np.int16)
+        assert comm.broadcast(b, root=root, **kwargs) is b
+        run.check("broadcast lane after a mismatch", b, np.arange(p + 1, dtype=np.int16))
 
 
 def empty_lane_cases(run):
@@ -1759,7 +1786,9 @@ def group_timeout(run):
     deadline comes from PYCOLL_TIMEOUT (1 s, set by the test). The
     algorithm may name the collective too: "reduce_scatter:ring",
     "gather:binomial" (root 0; at p = 2, where the root is the only rank
-    left waiting), "allgather:ring", "alltoall:pairwise" (else allreduce)."""
+    left waiting), "allgather:ring", "alltoall:pairwise",
+    "broadcast:binomial" and "scatter:linear" (from the missing rank)
+    (else allreduce)."""
     import time
 
     import pycoll.api
@@ -1767,18 +1796,22 @@ def group_timeout(run):
     algorithm = sys.argv[2] if len(sys.argv) > 2 else "auto"
     collective, _, algorithm = algorithm.rpartition(":")
     collective = collective or "allreduce"
+    missing = p - 1
     call = getattr(comm, collective)
+    if collective in ("broadcast", "scatter"):
+        call = functools.partial(call, root=missing)     # every other rank waits for it
     # the general path a Communicator method falls back to
     general_name = f"_{collective}" if collective in ("allreduce", "reduce_scatter") else collective
     want = {"allreduce": lambda y: y * p,
             "reduce_scatter": lambda y: np.array_split(y * p, p)[r],
             "gather": lambda y: np.concatenate([y] * p) if r == 0 else None,
             "allgather": lambda y: np.concatenate([y] * p),
-            "alltoall": lambda y: np.concatenate([np.array_split(y, p)[r]] * p)}[collective]
+            "alltoall": lambda y: np.concatenate([np.array_split(y, p)[r]] * p),
+            "broadcast": lambda y: y,
+            "scatter": lambda y: np.array_split(y, p)[r]}[collective]
     on_lane = len(sys.argv) > 3 and sys.argv[3] == "lane"
     default = len(sys.argv) > 4 and sys.argv[4] == "default"
     assert not default or comm.settings.timeout == 1.0, comm.settings
-    missing = p - 1
     timeout = 1.0
     peer, elapsed = None, 0.0
     # a lane takes messages of one segment (256 B in the tests), a gather's all p blocks

@@ -34,7 +34,9 @@ def test_a_missing_rank_makes_the_others_time_out(p, algorithm):
                                          (2, "reduce_scatter:recursive_halving"),
                                          (2, "gather:binomial"), (3, "allgather:ring"),
                                          (4, "allgather:recursive_doubling"),
-                                         (3, "alltoall:pairwise")])
+                                         (3, "alltoall:pairwise"), (2, "broadcast:binomial"),
+                                         (4, "broadcast:binomial"), (2, "scatter:binomial"),
+                                         (4, "scatter:binomial"), (3, "scatter:linear")])
 def test_a_missing_rank_times_out_a_lane_call(p, algorithm):
     """The same with the call's C lane made first: a timed allreduce (or
     the collective named) stays on its lane and times out there (Note
