@@ -6,12 +6,16 @@
 others waiting.)
 
 Every rank draws the same sequence of calls (collective, algorithm, op,
-dtype, count, root, sometimes async) from one seed, builds every rank's
+dtype, count, root, sometimes async, sometimes a timeout on every other
+rank) from one seed, builds every rank's
 input itself, so it knows the expected result without communication, and
 checks its own result element by element. Inputs are exact (small integers,
 powers of two for PROD), so any order of combination gives the same bits.
 The report counts wrong results (over all ranks) and the growth of the
 resident set from the end of a warm-up to the end, the largest over ranks.
+A third of the counts come from a few repeated ones, so that calls of one
+signature repeat and take their C lanes (timed calls too, with their
+deadlines, beside untimed ones on the other ranks).
 Scratch buffers grow to the largest message seen and then stay, so the
 warm-up runs every (collective, algorithm) once at the largest count and
 widest dtype the soak can draw, then the first ``--warmup`` fraction of
@@ -35,6 +39,7 @@ DTYPES = ["int8", "int32", "uint16", "int64", "float16", "float32", "float64", "
           "bool", ml_dtypes.bfloat16]
 OPS = ["sum", "prod", "max", "min", "avg", "band", "bor", "bxor"]
 MAX_COUNT = 300_000
+REPEATED_COUNTS = (1, 7, 64, 1000, 3000)
 
 
 def rss_bytes() -> int:
@@ -108,50 +113,61 @@ def one_call(comm, rng, k, p, r):
     op = rng.choice(OPS)
     while not valid(op, dtype):
         op = rng.choice(OPS)
-    n = int(rng.integers(0, 5000)) if rng.random() < 0.95 else int(rng.integers(100_000, MAX_COUNT))
+    if rng.random() < 1 / 3:
+        n = int(rng.choice(REPEATED_COUNTS))
+    elif rng.random() < 0.95:
+        n = int(rng.integers(0, 5000))
+    else:
+        n = int(rng.integers(100_000, MAX_COUNT))
     root = int(rng.integers(p))
     seed = k
     xs = [data(dtype, n, i, seed, op) for i in range(p)]
     x = xs[r]
     async_op = bool(rng.random() < 0.1)
+    # a generous timeout on every other rank: deadlines on the lanes and the
+    # general path beside calls without one
+    timed = bool(rng.random() < 0.3)
+    kw = {"async_op": async_op, **({"timeout": 600.0} if timed and (r + k) % 2 else {})}
     what = f"{collective}({algorithm}) {op} {np.dtype(dtype).name} n={n} root={root}"
+    if timed:
+        what += " timed"
     if collective == "allreduce":
-        got, expected = comm.allreduce(x, op, algorithm, async_op=async_op), reduce_all(op, xs)
+        got, expected = comm.allreduce(x, op, algorithm, **kw), reduce_all(op, xs)
     elif collective == "reduce":
-        got, expected = comm.reduce(x, op, root, algorithm, async_op=async_op), reduce_all(op, xs)
+        got, expected = comm.reduce(x, op, root, algorithm, **kw), reduce_all(op, xs)
         if r != root:
             return what, int(got is not None and not async_op)
     elif collective == "broadcast":
-        got = comm.broadcast(x.copy() if r == root else None, root, algorithm, async_op=async_op)
+        got = comm.broadcast(x.copy() if r == root else None, root, algorithm, **kw)
         expected = xs[root]
     elif collective == "gather":
         sizes = [int(rng.integers(0, 50)) for _ in range(p)]
         parts = [data(dtype, sizes[i], i, seed, op) for i in range(p)]
-        got = comm.gather(parts[r], root, algorithm, sizes=sizes, async_op=async_op)
+        got = comm.gather(parts[r], root, algorithm, sizes=sizes, **kw)
         expected = np.concatenate(parts)
         if r != root:
             return what, 0
     elif collective == "scatter":
-        got = comm.scatter(xs[root] if r == root else None, root, algorithm, async_op=async_op)
+        got = comm.scatter(xs[root] if r == root else None, root, algorithm, **kw)
         expected = np.array_split(xs[root], p)[r]
     elif collective == "allgather":
-        got, expected = comm.allgather(x, algorithm, async_op=async_op), np.concatenate(xs)
+        got, expected = comm.allgather(x, algorithm, **kw), np.concatenate(xs)
     elif collective == "reduce_scatter":
-        got = comm.reduce_scatter(x, op, algorithm, async_op=async_op)
+        got = comm.reduce_scatter(x, op, algorithm, **kw)
         expected = np.array_split(reduce_all(op, xs), p)[r]
     elif collective == "alltoall":
-        got = comm.alltoall(x, algorithm, async_op=async_op)
+        got = comm.alltoall(x, algorithm, **kw)
         expected = np.concatenate([np.array_split(xi, p)[r] for xi in xs])
     elif collective == "scan":
         exclusive = bool(rng.random() < 0.3)
-        got = comm.scan(x, op, exclusive=exclusive, algorithm=algorithm, async_op=async_op)
+        got = comm.scan(x, op, exclusive=exclusive, algorithm=algorithm, **kw)
         upto = r if exclusive else r + 1
         if upto == 0:
             got = got.wait() if async_op else got
             return what, int(got is not None)
         expected = reduce_all(op, xs[:upto])
     else:
-        got = comm.barrier(async_op=async_op)
+        got = comm.barrier(**kw)
         if async_op:
             got.wait()
         return what, 0
