@@ -1284,4 +1284,6 @@ def reduce_scatter(comm, x, op, algorithm, out, accumulate, timeout=None):
         return None
     if plan is None or plan.lane is None:
         return None
+    if type(plan.lane) is Lane:             # p = 1 (api.py, Note [Solo lanes])
+        return (<Lane>plan.lane).run(x, out, lane_deadline(comm, timeout))
     return (<ReduceScatterLane>plan.lane).run(x, out, lane_deadline(comm, timeout))

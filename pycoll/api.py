@@ -299,8 +299,8 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
     if (args.collective not in ("allreduce", "reduce") or comm.transport is None
             or args.dtype is not args.result):
         return None
-    if args.n == 0:
-        steps = []                          # Note [Empty lanes]
+    if args.n == 0 or comm.size == 1 and args.n <= segment:
+        steps = []                          # Note [Empty lanes]; Note [Solo lanes]
     elif not args.n <= segment or not hasattr(module, "schedule"):
         return None
     elif args.collective == "reduce":
@@ -320,8 +320,13 @@ def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, segment: int):
     lower rank's operand on the left."""
     p, r, counts = comm.size, comm.rank, args.counts
     ring = algorithm == "ring" or (p == 2 and algorithm == "recursive_halving")
-    if comm.transport is None or args.dtype is not args.result or p < 2:
+    if comm.transport is None or args.dtype is not args.result:
         return None
+    if p == 1:                              # Note [Solo lanes]: allreduce's lane, x copied
+        return _mpicall.Lane(comm, comm.transport, [], args.op.kernel, args.dtype.code,
+                             args.shape, args.dtype.numpy, args.n,
+                             1 if args.op is Op.AVG else 0, True, "reduce_scatter",
+                             algorithm) if args.n <= segment else None
     if max(counts) == 0:
         steps = []                          # Note [Empty lanes]
     elif (not ring or min(counts) == 0 or max(counts) > min(segment, LANE_MAX_BYTES)
@@ -1153,6 +1158,25 @@ def _step(kind: str, send=None, dest: int = -1, recv=None, source: int = -1, cop
             rhi - rlo, buffer[cb], clo)
 
 
+# Note [Solo lanes]
+# ~~~~~~~~~~~~~~~~~
+# On one rank every collective is a copy of x (a reduction of one operand;
+# AVG divides by 1), and the general path spent 5-13 us of Python on it
+# where MPI takes well under one. So at p = 1 the lanes take these calls
+# too: allreduce, reduce and reduce_scatter as an allreduce lane without
+# steps (its result is a copy of x), gather, allgather, alltoall and
+# scatter as a StepLane of one copy (no step for no data). Frameworks run
+# at world size 1 for tests and debugging.
+
+def _solo_lane(c, collective: str, plan, x):
+    """The lane of a gather, allgather, alltoall or scatter at p = 1: the
+    result, a copy of x (Note [Solo lanes])."""
+    n = x.nbytes
+    steps = [_step("copy", send=("x", 0, n), recv=("out", 0, n))] if n else []
+    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, n, n, 0, True,
+                             collective=collective, algorithm=plan.algorithm)
+
+
 def _lane_made(c, key: tuple, make) -> bool:
     """After a lane entry of pycoll._mpicall answered NOT_TAKEN: whether it
     had no lane for this call signature (*key*) and make() has just made
@@ -1188,8 +1212,10 @@ def _make_allgather_lane(c, x, algorithm):
     except (TypeError, ValueError):
         return None
     counts, p = plan.args.counts, c.size
-    if p < 2 or x.dtype != plan.args.dtype.numpy:
+    if x.dtype != plan.args.dtype.numpy:
         return None
+    if p == 1:
+        return _solo_lane(c, "allgather", plan, x)
     if max(counts) == 0:
         steps = []                          # Note [Empty lanes]
     elif min(counts) == 0:
@@ -1341,7 +1367,9 @@ def _make_gather_lane(c, x, root, algorithm):
         return None
     if r != root or x.dtype != plan.args.dtype.numpy:
         return None
-    if c.size >= 2 and max(plan.args.counts) == 0:         # Note [Empty lanes]
+    if c.size == 1:
+        return _solo_lane(c, "gather", plan, x)
+    if max(plan.args.counts) == 0:                          # Note [Empty lanes]
         return _mpicall.StepLane(c, c.transport, [], plan.args.shape, x.dtype, 0, 0, 0,
                                  c.rank == r, collective="gather", algorithm=plan.algorithm)
     if not _RootedLane.fits(c, plan):
@@ -1500,6 +1528,9 @@ def _make_scatter_root(c, x, root, algorithm):
     plan = _plan(c, ("scatter", dtype.name, x.shape, r, alg),
                  lambda: _scatter_args(c, dtype, x.shape, r, alg))
     children = binomial_edges(r, c.rank, c.size)[1]
+    if c.size == 1:
+        return _mpicall.ScatterRoot(c, c.transport, _header_word(dtype, x.shape).view(np.uint8),
+                                    children, _solo_lane(c, "scatter", plan, x), None, True)
     if _inline_scatter(c, plan):
         word = _header_word(dtype, x.shape)
         word[0] = HEADER_INLINE
@@ -1865,9 +1896,11 @@ def _make_alltoall_lane(c, x, algorithm):
     except (TypeError, ValueError):
         return None
     counts = plan.args.counts
-    if plan.algorithm != "pairwise" or not 2 <= c.size <= _mpicall.MAX_LANE_STEPS \
+    if plan.algorithm != "pairwise" or c.size > _mpicall.MAX_LANE_STEPS \
             or x.dtype != plan.args.dtype.numpy:
         return None
+    if c.size == 1:
+        return _solo_lane(c, "alltoall", plan, x)
     if max(counts) == 0:                    # Note [Empty lanes]
         return _mpicall.StepLane(c, c.transport, [], plan.args.shape, x.dtype, 0, 0, 0, True,
                                  collective="alltoall", algorithm=plan.algorithm)

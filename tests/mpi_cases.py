@@ -660,6 +660,7 @@ def group_lane(run):
     reduce_scatter_lane_cases(run)
     empty_lane_cases(run)
     deadline_lane_cases(run)
+    solo_lane_cases(run)
 
 
 def deadline_lane_cases(run):
@@ -760,6 +761,47 @@ def deadline_lane_cases(run):
         b = np.arange(p + 1, dtype=np.int16) if r == root else np.zeros(p + 1, np.int16)
         assert comm.broadcast(b, root=root, **kwargs) is b
         run.check("broadcast lane after a mismatch", b, np.arange(p + 1, dtype=np.int16))
+
+
+def solo_lane_cases(run):
+    """At p = 1 every collective's lane gives back a copy of x (pycoll/api.py,
+    Note [Solo lanes]): once the lanes exist no call reaches the general
+    path, with or without a timeout, out= or AVG."""
+    import pycoll.api
+
+    comm = run.comm
+    if run.p != 1 or comm.transport is None:
+        return
+    names = ("_allreduce", "_reduce", "_reduce_scatter", "gather", "allgather", "alltoall",
+             "scatter")
+    general = {name: getattr(pycoll.api, name) for name in names}
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a call at p = 1 left its lane")
+    for dtype, shape in (("float32", (5,)), ("bfloat16", (2, 3)), ("int16", (7,)),
+                         ("complex64", (3,)), ("float64", (0,))):
+        x = rank_data(dtype, shape, 0, seed_of(f"solo {dtype}"))
+        ops = (Op.SUM, Op.AVG) if x.dtype.kind in "fcV" or dtype == "bfloat16" else (Op.SUM, Op.MAX)
+        for repeat in range(3):
+            kwargs = {"timeout": 30.0} if repeat == 2 else {}
+            if repeat:
+                for name in names:
+                    setattr(pycoll.api, name, refuse)
+            try:
+                results = {f"allreduce {op.value}": comm.allreduce(x, op=op, **kwargs) for op in ops}
+                results.update({f"reduce {op.value}": comm.reduce(x, op=op, **kwargs) for op in ops})
+                results["reduce_scatter"] = comm.reduce_scatter(x, **kwargs)
+                for name in ("gather", "allgather", "alltoall", "scatter"):
+                    results[name] = getattr(comm, name)(x, **kwargs)
+                out = np.empty_like(x)
+                assert comm.allgather(x, out=out, **kwargs) is out
+                results["allgather out"] = out
+            finally:
+                for name in names:
+                    setattr(pycoll.api, name, general[name])
+            for name, y in results.items():
+                assert y is not x, name
+                run.check(f"solo {dtype} {name} call {repeat}", y, x)
 
 
 def empty_lane_cases(run):
@@ -896,10 +938,11 @@ def entries_take_plain_calls(run):
 
 def lanes_were_taken(run, kinds: tuple, label: str) -> None:
     """A lane of one of *kinds* was made whenever the transport makes lanes
-    possible (p > 1), and the tags of both paths still agree."""
+    possible (at every p: pycoll/api.py, Note [Solo lanes]), and the tags
+    of both paths still agree."""
     comm, p, r = run.comm, run.p, run.r
     lanes = sum(1 for k, v in comm._plans.items() if k[0] in kinds and v is not None)
-    assert (lanes > 0) == (comm.transport is not None and p > 1), (lanes, comm.transport_info)
+    assert (lanes > 0) == (comm.transport is not None), (lanes, comm.transport_info)
     y = comm.allreduce(np.array([r + 1.0]))
     run.check(f"{label}: tags agree after", y, np.array([p * (p + 1) / 2]))
     run.count += 1
@@ -1162,10 +1205,10 @@ def reduce_scatter_lane_cases(run):
                   np.array_split(few * p, p)[r])
     lanes = sum(1 for k, v in comm._plans.items()
                 if k[0] == "reduce_scatter" and v.lane is not None)
-    assert (lanes > 0) == (comm.transport is not None and p > 1), (lanes, comm.transport_info)
+    assert (lanes > 0) == (comm.transport is not None), (lanes, comm.transport_info)
     empty = [k for k, v in comm._plans.items() if k[0] == "reduce_scatter" and v.lane is not None
              and k[2] == few.shape]
-    assert not empty, empty
+    assert not empty or p == 1, empty       # (at p = 1 few is empty: an empty lane)
     y = comm.allreduce(np.array([r + 1.0]))
     run.check("reduce_scatter lane: tags agree after", y, np.array([p * (p + 1) / 2]))
     run.count += 1
