@@ -2,13 +2,13 @@
 bursts.
 
     mpiexec -n 2 python bench/latency.py [--collective allreduce|reduce|broadcast|gather|
-                                          scatter|allgather|reduce_scatter|alltoall]
+                                          scatter|allgather|reduce_scatter|alltoall|barrier]
                                          [--bytes 8] [--rounds 25] [--json FILE]
 
 --bytes is the vector of allreduce, reduce and broadcast, one rank's block
 of gather, scatter, allgather, reduce_scatter and alltoall (root 0; the
 result and out= buffers reused on every call), in whole float32 elements:
---bytes 0 times calls with no data.
+--bytes 0 times calls with no data. A barrier has none (bytes reads 0).
 
 At 8 bytes a call takes a microsecond or two and a shared machine's noise
 is larger than the difference being measured, so native and pycoll take
@@ -32,7 +32,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--collective", default="allreduce",
                         choices=("allreduce", "reduce", "broadcast", "gather", "scatter",
-                                 "allgather", "reduce_scatter", "alltoall"))
+                                 "allgather", "reduce_scatter", "alltoall", "barrier"))
     parser.add_argument("--bytes", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=25)
     parser.add_argument("--calls", type=int, default=2000)
@@ -70,6 +70,10 @@ def main() -> int:
         other = np.empty_like(whole)
         native = lambda: world.Alltoall(whole, other)           # noqa: E731
         mine = lambda: comm.alltoall(whole, out=other)          # noqa: E731
+    elif args.collective == "barrier":
+        x = x[:0]
+        native = world.Barrier
+        mine = comm.barrier
     elif args.collective == "reduce":
         native = lambda: world.Reduce(x, y, root=0)             # noqa: E731
         mine = lambda: comm.reduce(x, root=0, out=y)            # noqa: E731

@@ -780,7 +780,8 @@ cdef class StepLane:
                                           (self.rbuf[i], self.rlo[i], self.rn[i]),
                                           (self.cbuf[i], self.clo[i], self.sn[i])]}[self.kind[i]]
             for buf, lo, n in spans:
-                if not (0 <= lo and 0 < n and lo + n <= sizes.get(buf, 0)):
+                # no empty message of data; a barrier's are the word's, of 0 bytes
+                if not (0 <= lo and (0 < n or buf == BUF_WORD) and lo + n <= sizes.get(buf, 0)):
                     raise ValueError(f"step {i} {step}: span [{lo}, {lo + n}) outside "
                                      f"buffer {buf} of {sizes.get(buf, 0)} bytes")
 
@@ -1098,6 +1099,16 @@ def scatter(comm, x, root, algorithm, out, timeout=None):
 def allgather(comm, x, algorithm, out, timeout=None):
     """The lane of a repeated, plain allgather: the result."""
     return _step_lane_call(comm, "allgather-lane", x, (algorithm,), out, timeout)
+
+
+def barrier(comm, timeout=None):
+    """The lane of a barrier: None once every rank has entered it."""
+    if comm._progress._pending:
+        return NOT_TAKEN                    # queued calls first (Note [Issue order])
+    lane = comm._plans.get(("barrier-lane",))
+    if lane is None:
+        return NOT_TAKEN
+    return (<StepLane>lane).call(None, None, -1, lane_deadline(comm, timeout))
 
 
 cdef class BroadcastLane:

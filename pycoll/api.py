@@ -1980,7 +1980,33 @@ def _scan_args(c, x, op, exclusive, algorithm, accumulate) -> CollArgs:
 def barrier(comm=None, async_op=False, timeout=None):
     """Return only when every rank of comm has entered the barrier."""
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    if not async_op and c._lane_ready:
+        done = _mpicall.barrier(c, timeout)
+        if done is _mpicall.NOT_TAKEN and _lane_made(c, ("barrier-lane",),
+                                                     lambda: _make_barrier_lane(c)):
+            done = _mpicall.barrier(c, timeout)
+        if done is not _mpicall.NOT_TAKEN:
+            return done
+    return _barrier(c, async_op, timeout)
 
+
+def _make_barrier_lane(c):
+    """The dissemination barrier's rounds (barrier_dissemination.run) as a
+    StepLane: in round k a message of 0 bytes to rank r + 2^k and one from
+    r - 2^k, on the call's tag; no rounds at p = 1."""
+    p, r = c.size, c.rank
+    steps, d = [], 1
+    while d < p:
+        steps.append(_step("sendrecv", send=("word", 0, 0), dest=(r + d) % p,
+                           recv=("word", 0, 0), source=(r - d) % p))
+        d <<= 1
+    if len(steps) > _mpicall.MAX_LANE_STEPS:
+        return None
+    return _mpicall.StepLane(c, c.transport, steps, (0,), np.dtype(np.uint8), 0, 0, 0, False,
+                             collective="barrier", algorithm="dissemination")
+
+
+def _barrier(c, async_op, timeout):
     def prepare():
         plan = _plan(c, ("barrier",), lambda: CollArgs("barrier", "auto", 0, BY_NAME["uint8"]))
         return {"collective": "barrier"}, lambda deadline: plan.run(deadline=deadline)

@@ -661,6 +661,7 @@ def group_lane(run):
     empty_lane_cases(run)
     deadline_lane_cases(run)
     solo_lane_cases(run)
+    barrier_lane_cases(run)
 
 
 def deadline_lane_cases(run):
@@ -761,6 +762,43 @@ def deadline_lane_cases(run):
         b = np.arange(p + 1, dtype=np.int16) if r == root else np.zeros(p + 1, np.int16)
         assert comm.broadcast(b, root=root, **kwargs) is b
         run.check("broadcast lane after a mismatch", b, np.arange(p + 1, dtype=np.int16))
+
+
+def barrier_lane_cases(run):
+    """The barrier's lane (pycoll/api.py _make_barrier_lane): once made, no
+    call reaches the general path, with or without a timeout; it meets an
+    async barrier (the general path, on the progress thread) on another
+    rank; and it waits for the last rank to arrive."""
+    import time
+
+    import pycoll.api
+    comm, p, r = run.comm, run.p, run.r
+    general = pycoll.api._barrier
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a barrier left its lane")
+    for repeat in range(3):
+        kwargs = {"timeout": 60.0} if repeat == 2 and r % 2 else {}
+        if repeat and comm.transport is not None:       # (no lanes without it)
+            pycoll.api._barrier = refuse
+        try:
+            assert comm.barrier(**kwargs) is None
+        finally:
+            pycoll.api._barrier = general
+    for _ in range(2):                      # the last rank on the general path, the others on the lane
+        if r == p - 1:
+            comm.barrier(async_op=True).wait()
+        else:
+            comm.barrier()
+    if p > 1:
+        if r == 0:
+            time.sleep(0.3)
+        start = time.monotonic()
+        comm.barrier()
+        waited = time.monotonic() - start
+        if r != 0:
+            assert waited > 0.2, f"rank {r} left the barrier after {waited:.3f} s, before rank 0 came"
+    lanes_were_taken(run, ("barrier-lane",), "barrier lane")
 
 
 def solo_lane_cases(run):
@@ -1830,8 +1868,8 @@ def group_timeout(run):
     algorithm may name the collective too: "reduce_scatter:ring",
     "gather:binomial" (root 0; at p = 2, where the root is the only rank
     left waiting), "allgather:ring", "alltoall:pairwise",
-    "broadcast:binomial" and "scatter:linear" (from the missing rank)
-    (else allreduce)."""
+    "broadcast:binomial" and "scatter:linear" (from the missing rank),
+    "barrier:dissemination" (else allreduce)."""
     import time
 
     import pycoll.api
@@ -1843,15 +1881,19 @@ def group_timeout(run):
     call = getattr(comm, collective)
     if collective in ("broadcast", "scatter"):
         call = functools.partial(call, root=missing)     # every other rank waits for it
+    if collective == "barrier":
+        call = lambda x, algorithm, **kwargs: comm.barrier(**kwargs)  # noqa: E731
     # the general path a Communicator method falls back to
-    general_name = f"_{collective}" if collective in ("allreduce", "reduce_scatter") else collective
+    general_name = f"_{collective}" if collective in ("allreduce", "reduce_scatter", "barrier") \
+        else collective
     want = {"allreduce": lambda y: y * p,
             "reduce_scatter": lambda y: np.array_split(y * p, p)[r],
             "gather": lambda y: np.concatenate([y] * p) if r == 0 else None,
             "allgather": lambda y: np.concatenate([y] * p),
             "alltoall": lambda y: np.concatenate([np.array_split(y, p)[r]] * p),
             "broadcast": lambda y: y,
-            "scatter": lambda y: np.array_split(y, p)[r]}[collective]
+            "scatter": lambda y: np.array_split(y, p)[r],
+            "barrier": lambda y: None}[collective]
     on_lane = len(sys.argv) > 3 and sys.argv[3] == "lane"
     default = len(sys.argv) > 4 and sys.argv[4] == "default"
     assert not default or comm.settings.timeout == 1.0, comm.settings

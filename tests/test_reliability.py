@@ -36,7 +36,8 @@ def test_a_missing_rank_makes_the_others_time_out(p, algorithm):
                                          (4, "allgather:recursive_doubling"),
                                          (3, "alltoall:pairwise"), (2, "broadcast:binomial"),
                                          (4, "broadcast:binomial"), (2, "scatter:binomial"),
-                                         (4, "scatter:binomial"), (3, "scatter:linear")])
+                                         (4, "scatter:binomial"), (3, "scatter:linear"),
+                                         (2, "barrier:dissemination"), (5, "barrier:dissemination")])
 def test_a_missing_rank_times_out_a_lane_call(p, algorithm):
     """The same with the call's C lane made first: a timed allreduce (or
     the collective named) stays on its lane and times out there (Note
