@@ -557,10 +557,10 @@ cdef class Lane:
 
 
 cdef class ReduceScatterLane:
-    """One reduce_scatter plan of the ring (or, at p = 2, of recursive
-    halving: the same single exchange), run in C when every block is one
-    message. The messages, tags, operands and their order are those of
-    reduce_scatter_ring.run (reduce_scatter_recursive_halving.run), so
+    """One reduce_scatter plan of the ring, or of recursive halving at a
+    power-of-two p, run in C when every message is one segment. The
+    messages, tags, operands and their order are those of
+    reduce_scatter_ring.run and reduce_scatter_recursive_halving.run, so
     ranks taking either path meet and agree bitwise.
 
     Before and after, at rank r of p (blocks of np.array_split)::
@@ -568,84 +568,103 @@ cdef class ReduceScatterLane:
         x:      this rank's whole vector      ->  unchanged
         result: -                             ->  block r of x_0 op ... op x_(p-1)
 
-    Step s sends block r - s - 1 to r + 1 (from x at s = 0, then from the
-    partial sums) and reduces block r - s - 2, arriving from r - 1, with
-    the same block of x: into the partial sums (the communicator's
-    "output" scratch), at the last step into the result.
+    Step i sends a range (from x at i = 0, then from the partial sums, the
+    communicator's "output" scratch) to one peer and receives the same
+    range's partner from another, reducing it with this rank's operand of
+    that range: into the partial sums, at the last step into the result.
+    The ring's operand is always x's block (step i sends block r - i - 1
+    to r + 1 and reduces block r - i - 2, from r - 1); recursive halving's
+    is x's half at its first step and the partial sums' after (step i
+    trades half of the blocks still held with rank r ^ (p >> i + 1)). A
+    step whose operand is the partial sums and whose result goes back to
+    them receives into the "lane" scratch first.
     """
 
     cdef Transport transport
     cdef object base, shape, dtype, algorithm
     cdef pycoll_binary_loop loop
-    cdef int code, nsteps, divisor, right, left, stuck_peer, stuck_step
-    cdef bint received_left
+    cdef int code, nsteps, divisor, stuck_peer, stuck_step
     cdef double deadline
-    cdef Py_ssize_t nbytes, total, align
+    cdef Py_ssize_t nbytes, total, align, tempbytes
+    cdef int dest[MAX_STEPS]
+    cdef int source[MAX_STEPS]
+    cdef bint received_left[MAX_STEPS]
+    cdef bint from_partial[MAX_STEPS]
     cdef Py_ssize_t send_lo[MAX_STEPS]
     cdef Py_ssize_t send_n[MAX_STEPS]
     cdef Py_ssize_t recv_lo[MAX_STEPS]
     cdef Py_ssize_t recv_n[MAX_STEPS]
 
-    def __cinit__(self, base, Transport transport, steps, int right, int left,
-                  bint received_left, int op, int code, shape, dtype, Py_ssize_t total,
-                  int divisor, algorithm="ring"):
-        """*steps*: (lo, bytes) of the block sent and of the block received
-        at each step; *received_left*: the received partial is the left
-        operand; *total*: the bytes of x."""
+    def __cinit__(self, base, Transport transport, steps, int op, int code, shape, dtype,
+                  Py_ssize_t total, int divisor, algorithm="ring"):
+        """*steps*: per step (dest, source, (lo, bytes) sent, (lo, bytes)
+        received, whether the received range is the left operand, whether
+        this rank's operand is the partial sums rather than x); *total*:
+        the bytes of x."""
         if len(steps) > MAX_STEPS:
-            raise ValueError(f"a ring of {len(steps)} steps does not fit the lane")
+            raise ValueError(f"a reduce_scatter of {len(steps)} steps does not fit the lane")
         self.loop = loop_for(op, code)
         if self.loop is NULL:
             raise ValueError(f"no kernel for op {op}, dtype {code}")
         self.base, self.transport = base, transport
         self.code, self.shape, self.dtype = code, shape, dtype
-        self.right, self.left, self.received_left = right, left, received_left
         self.algorithm, self.deadline = algorithm, 0.0
         self.divisor = divisor              # AVG: divide by p; 0: no division
         self.align = 8 if itemsize_of(code) == 16 else itemsize_of(code)
         self.nsteps = len(steps)
-        for i, ((slo, sn), (rlo, rn)) in enumerate(steps):
+        self.tempbytes = 0
+        for i, (dest, source, (slo, sn), (rlo, rn), left, partial) in enumerate(steps):
+            self.dest[i], self.source[i] = dest, source
+            self.received_left[i], self.from_partial[i] = left, partial
             self.send_lo[i], self.send_n[i], self.recv_lo[i], self.recv_n[i] = slo, sn, rlo, rn
+            if partial and i < self.nsteps - 1:
+                self.tempbytes = max(self.tempbytes, rn)
         self.total = total
         # This rank's block; no steps: every block is empty (api.py, Note [Empty lanes]).
         self.nbytes = self.recv_n[self.nsteps - 1] if self.nsteps else 0
 
-    cdef int execute(self, char *send, char *partial, char *result, int tag) noexcept nogil:
+    cdef int execute(self, char *send, char *partial, char *result, char *temp,
+                     int tag) noexcept nogil:
         cdef handle_t comm = self.transport.comm
         cdef char *into
+        cdef char *arrived
         cdef char *source
+        cdef char *mine
         cdef int i, rc
         cdef size_t count
         for i in range(self.nsteps):
             source = send if i == 0 else partial
             into = result if i == self.nsteps - 1 else partial + self.recv_lo[i]
+            mine = (partial if self.from_partial[i] else send) + self.recv_lo[i]
+            arrived = temp if into == mine else into
             if self.deadline > 0:
-                rc = transfer_by(source + self.send_lo[i], <int>self.send_n[i], self.right,
-                                 into, <int>self.recv_n[i], self.left, tag, comm,
+                rc = transfer_by(source + self.send_lo[i], <int>self.send_n[i], self.dest[i],
+                                 arrived, <int>self.recv_n[i], self.source[i], tag, comm,
                                  self.transport.status, self.deadline, &self.stuck_peer)
             else:
-                rc = c_sendrecv(source + self.send_lo[i], <int>self.send_n[i], BYTE, self.right,
-                                tag, into, <int>self.recv_n[i], BYTE, self.left, tag, comm,
-                                self.transport.status)
+                rc = c_sendrecv(source + self.send_lo[i], <int>self.send_n[i], BYTE,
+                                self.dest[i], tag, arrived, <int>self.recv_n[i], BYTE,
+                                self.source[i], tag, comm, self.transport.status)
             if rc != 0:
                 self.stuck_step = i + 1
                 return rc
             count = <size_t>self.recv_n[i] // itemsize_of(self.code)
-            if self.received_left:
-                self.loop(into, into, send + self.recv_lo[i], count)
+            if self.received_left[i]:
+                self.loop(into, arrived, mine, count)
             else:
-                self.loop(into, send + self.recv_lo[i], into, count)
+                self.loop(into, mine, arrived, count)
         return 0
 
     def run(self, x, out, double deadline=0.0):
         """reduce_scatter(x, out=out) in C, or None (nothing sent) if the
         Python path must take it. *deadline*: as Lane.call's."""
-        cdef Py_buffer xb, ob, pb
+        cdef Py_buffer xb, ob, pb, tb
         cdef int rc = 0, tag
         cdef double started = 0.0
         cdef char *xp
         cdef char *op
         cdef char *pp = NULL
+        cdef char *tp = NULL
         try:
             PyObject_GetBuffer(x, &xb, PyBUF_SIMPLE)
         except (BufferError, ValueError, TypeError):
@@ -666,19 +685,25 @@ cdef class ReduceScatterLane:
                 if (op < xp + self.total and xp < op + self.nbytes) or <uintptr_t>op % self.align:
                     return None             # out overlaps x: the Python path copies
                 tag = self.base.next_tag()
-                if self.nsteps > 1:
-                    PyObject_GetBuffer(self.base.scratch("output", self.total), &pb,
-                                       PyBUF_SIMPLE | PyBUF_WRITABLE)
-                    pp = <char *>pb.buf
                 try:
+                    if self.nsteps > 1:
+                        PyObject_GetBuffer(self.base.scratch("output", self.total), &pb,
+                                           PyBUF_SIMPLE | PyBUF_WRITABLE)
+                        pp = <char *>pb.buf
+                    if self.tempbytes:
+                        PyObject_GetBuffer(self.base.scratch("lane", self.tempbytes), &tb,
+                                           PyBUF_SIMPLE | PyBUF_WRITABLE)
+                        tp = <char *>tb.buf
                     self.deadline = deadline
                     with nogil:
                         started = monotonic()
-                        rc = self.execute(xp, pp, op, tag)
+                        rc = self.execute(xp, pp, op, tp, tag)
                         if rc == 0 and self.divisor:
                             scale_buffer(self.code, op, op, self.divisor,
                                          <size_t>self.nbytes // itemsize_of(self.code))
                 finally:
+                    if tp != NULL:
+                        PyBuffer_Release(&tb)
                     if pp != NULL:
                         PyBuffer_Release(&pb)
             finally:

@@ -292,10 +292,10 @@ PLAN_CACHE = 4096
 def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
     """The C lane of an allreduce or reduce plan (pycoll/_mpicall.pyx), when
     the vector is one message of an algorithm written as a schedule; of a
-    reduce_scatter plan, when every block is one message of the ring; else
-    None."""
+    reduce_scatter plan, when every message of its schedule is one segment
+    (_reduce_scatter_lane); else None."""
     if args.collective == "reduce_scatter":
-        return _reduce_scatter_lane(comm, args, algorithm, segment)
+        return _reduce_scatter_lane(comm, args, algorithm, module, segment)
     if (args.collective not in ("allreduce", "reduce") or comm.transport is None
             or args.dtype is not args.result):
         return None
@@ -314,12 +314,11 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
                          args.collective, algorithm)
 
 
-def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, segment: int):
-    """The ring's steps (reduce_scatter_ring.run) for _mpicall.ReduceScatterLane;
-    at p = 2 recursive halving's single exchange is the same step, with the
-    lower rank's operand on the left."""
+def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
+    """The schedule of the plan's algorithm (the ring, or recursive halving
+    at a power-of-two p) for _mpicall.ReduceScatterLane, when every block
+    is non-empty and every message one segment; else None."""
     p, r, counts = comm.size, comm.rank, args.counts
-    ring = algorithm == "ring" or (p == 2 and algorithm == "recursive_halving")
     if comm.transport is None or args.dtype is not args.result:
         return None
     if p == 1:                              # Note [Solo lanes]: allreduce's lane, x copied
@@ -328,16 +327,15 @@ def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, segment: int):
                              1 if args.op is Op.AVG else 0, True, "reduce_scatter",
                              algorithm) if args.n <= segment else None
     if max(counts) == 0:
-        steps = []                          # Note [Empty lanes]
-    elif (not ring or min(counts) == 0 or max(counts) > min(segment, LANE_MAX_BYTES)
-            or p - 1 > _mpicall.MAX_LANE_STEPS):
+        steps = ()                          # Note [Empty lanes]
+    elif min(counts) == 0 or not hasattr(module, "schedule"):
         return None
     else:
-        blocks = blocks_from_counts(counts)
-        steps = [(blocks[(r - s - 1) % p], blocks[(r - s - 2) % p]) for s in range(p - 1)]
-    right, left = (r + 1) % p, (r - 1) % p
-    return _mpicall.ReduceScatterLane(comm, comm.transport, steps, right, left,
-                                      algorithm == "ring" or left < r, args.op.kernel,
+        steps = module.schedule(p, r, counts)
+        if (steps is None or len(steps) > _mpicall.MAX_LANE_STEPS
+                or max(max(s[2][1], s[3][1]) for s in steps) > min(segment, LANE_MAX_BYTES)):
+            return None
+    return _mpicall.ReduceScatterLane(comm, comm.transport, steps, args.op.kernel,
                                       args.dtype.code, args.shape, args.dtype.numpy,
                                       sum(counts), p if args.op is Op.AVG else 0, algorithm)
 

@@ -685,9 +685,9 @@ def deadline_lane_cases(run):
             for repeat in range(3):
                 name = f"deadline lane {op.value} {dtype} {algo} call {repeat}"
                 xs = [rank_data(dtype, (4,), i, seed_of(name), op) for i in range(p)]
-                # the reduce_scatter lane: the ring (every block non-empty:
-                # 2 <= p <= 4 here), or recursive halving at p = 2, the same step
-                rs = "recursive_halving" if algo == "tree" and p == 2 else "ring"
+                # the reduce_scatter lane (every block non-empty: 2 <= p <= 4
+                # here): the ring, or recursive halving at a power-of-two p
+                rs = "recursive_halving" if algo == "tree" and p & (p - 1) == 0 else "ring"
                 if repeat:
                     pycoll.api._allreduce = pycoll.api._reduce = refuse
                     pycoll.api._reduce_scatter = refuse
@@ -1237,6 +1237,32 @@ def reduce_scatter_lane_cases(run):
         shared[:] = np.arange(4.0 * p)
         y = comm.reduce_scatter(shared, out=shared[:4])
         run.check("reduce_scatter lane overlap", y, np.arange(4.0 * r, 4.0 * r + 4) * p)
+    # Recursive halving has its lane at a power-of-two p (the fold's extra
+    # steps have none); from the second call on, no rank leaves it.
+    halving = [v.lane is not None for k, v in comm._plans.items()
+               if k[0] == "reduce_scatter" and v.algorithm == "recursive_halving"
+               and v.args.dtype.name == "float32"]
+    assert halving and all(halving) == (comm.transport is not None and p & (p - 1) == 0), \
+        (halving, p, comm.transport_info)
+    if comm.transport is not None and p & (p - 1) == 0:
+        import pycoll.api
+
+        general = pycoll.api._reduce_scatter
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("recursive halving left its lane")
+        for op, dtype in ((Op.SUM, "float64"), (Op.AVG, "bfloat16"), (Op.BXOR, "int16")):
+            for repeat in range(3):
+                name = f"reduce_scatter halving lane {op.value} {dtype} call {repeat}"
+                xs = [rank_data(dtype, (3 * p, 2), i, seed_of(name), op) for i in range(p)]
+                if repeat:
+                    pycoll.api._reduce_scatter = refuse
+                try:
+                    kwargs = {"timeout": 60.0} if repeat == 2 and r % 2 else {}
+                    y = comm.reduce_scatter(xs[r], op=op, algorithm="recursive_halving", **kwargs)
+                finally:
+                    pycoll.api._reduce_scatter = general
+                run.check(name, y, np.array_split(reduce_ranks(op, xs), p)[r])
     few = np.arange(p - 1, dtype=np.float32)        # a rank gets an empty block: no lane
     for _ in range(2):
         run.check("reduce_scatter lane: empty block", comm.reduce_scatter(few),

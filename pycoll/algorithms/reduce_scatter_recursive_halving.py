@@ -26,6 +26,26 @@ def reduce_bytes(n, p):
     return bytes_on_wire(n, p)
 
 
+def schedule(p, r, counts):
+    """run()'s steps for the C lane, as reduce_scatter_ring.schedule's, when
+    p is a power of two; else None (the fold's extra steps have no lane).
+    After the first step this rank's operand is its partial sums."""
+    if p & (p - 1):
+        return None
+    blocks = blocks_from_counts(counts)
+    out = []
+    lo, hi, mask = 0, p, p >> 1
+    while mask:
+        partner = r ^ mask
+        mid = (lo + hi) // 2
+        keep, give = ((lo, mid), (mid, hi)) if not r & mask else ((mid, hi), (lo, mid))
+        out.append((partner, partner, span(blocks, *give), span(blocks, *keep), partner < r,
+                    bool(out)))
+        lo, hi = keep
+        mask >>= 1
+    return tuple(out)
+
+
 def run(t):
     p, r, ch, send, data = t.size, t.rank, t.ch, t.send, t.data
     fold = Fold.of(p)

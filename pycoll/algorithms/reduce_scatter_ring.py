@@ -24,6 +24,17 @@ def reduce_bytes(n, p):
     return (p - 1) * n
 
 
+def schedule(p, r, counts) -> tuple:
+    """The steps of run() for the C lane (ReduceScatterLane in
+    pycoll/_mpicall.pyx): (dest, source, (lo, bytes) sent, (lo, bytes)
+    received and reduced, received on the left, operand from the partial
+    sums rather than x)."""
+    blocks = blocks_from_counts(counts)
+    right, left = (r + 1) % p, (r - 1) % p
+    return tuple((right, left, blocks[(r - s - 1) % p], blocks[(r - s - 2) % p], True, False)
+                 for s in range(p - 1))
+
+
 def run(t):
     p, r, ch, send, data = t.size, t.rank, t.ch, t.send, t.data
     blocks = blocks_from_counts(t.counts)
