@@ -253,6 +253,14 @@ cdef enum:
     EXCHANGE = 3
     MAX_STEPS = 128
 
+cdef enum:
+    RS_SEND_PARTIAL = 1 # the flags of a reduce_scatter step (_schedule.py)
+    RS_MINE_PARTIAL = 2
+    RS_INTO_RESULT = 4
+    RS_NO_REDUCE = 8
+    RS_LEFT = 16
+    RS_COPY = 32
+
 cdef object ndarray = np.ndarray
 
 
@@ -557,27 +565,25 @@ cdef class Lane:
 
 
 cdef class ReduceScatterLane:
-    """One reduce_scatter plan of the ring, or of recursive halving at a
-    power-of-two p, run in C when every message is one segment. The
-    messages, tags, operands and their order are those of
-    reduce_scatter_ring.run and reduce_scatter_recursive_halving.run, so
-    ranks taking either path meet and agree bitwise.
+    """One reduce_scatter plan of the ring or of recursive halving, run in
+    C when every message is one segment. The messages, tags, operands and
+    their order are those of reduce_scatter_ring.run and
+    reduce_scatter_recursive_halving.run, so ranks taking either path meet
+    and agree bitwise.
 
     Before and after, at rank r of p (blocks of np.array_split)::
 
         x:      this rank's whole vector      ->  unchanged
         result: -                             ->  block r of x_0 op ... op x_(p-1)
 
-    Step i sends a range (from x at i = 0, then from the partial sums, the
-    communicator's "output" scratch) to one peer and receives the same
-    range's partner from another, reducing it with this rank's operand of
-    that range: into the partial sums, at the last step into the result.
-    The ring's operand is always x's block (step i sends block r - i - 1
-    to r + 1 and reduces block r - i - 2, from r - 1); recursive halving's
-    is x's half at its first step and the partial sums' after (step i
-    trades half of the blocks still held with rank r ^ (p >> i + 1)). A
-    step whose operand is the partial sums and whose result goes back to
-    them receives into the "lane" scratch first.
+    The steps are the algorithm's schedule() (the form and its flags are
+    in pycoll/algorithms/_schedule.py). A step sends a range of x or of
+    the partial sums (the communicator's "output" scratch) while it
+    receives a range and reduces it with this rank's operand of that range,
+    into the partial sums or the result. The ring's operand is always x's
+    block; recursive halving's is the partial sums' after its first
+    exchange, and a step that reduces them into themselves receives into
+    the "lane" scratch first.
     """
 
     cdef Transport transport
@@ -586,10 +592,10 @@ cdef class ReduceScatterLane:
     cdef int code, nsteps, divisor, stuck_peer, stuck_step
     cdef double deadline
     cdef Py_ssize_t nbytes, total, align, tempbytes
+    cdef bint uses_partial
     cdef int dest[MAX_STEPS]
     cdef int source[MAX_STEPS]
-    cdef bint received_left[MAX_STEPS]
-    cdef bint from_partial[MAX_STEPS]
+    cdef int flags[MAX_STEPS]
     cdef Py_ssize_t send_lo[MAX_STEPS]
     cdef Py_ssize_t send_n[MAX_STEPS]
     cdef Py_ssize_t recv_lo[MAX_STEPS]
@@ -597,10 +603,8 @@ cdef class ReduceScatterLane:
 
     def __cinit__(self, base, Transport transport, steps, int op, int code, shape, dtype,
                   Py_ssize_t total, int divisor, algorithm="ring"):
-        """*steps*: per step (dest, source, (lo, bytes) sent, (lo, bytes)
-        received, whether the received range is the left operand, whether
-        this rank's operand is the partial sums rather than x); *total*:
-        the bytes of x."""
+        """*steps*: the algorithm's schedule(p, r, counts); *total*: the
+        bytes of x."""
         if len(steps) > MAX_STEPS:
             raise ValueError(f"a reduce_scatter of {len(steps)} steps does not fit the lane")
         self.loop = loop_for(op, code)
@@ -612,12 +616,13 @@ cdef class ReduceScatterLane:
         self.divisor = divisor              # AVG: divide by p; 0: no division
         self.align = 8 if itemsize_of(code) == 16 else itemsize_of(code)
         self.nsteps = len(steps)
-        self.tempbytes = 0
-        for i, (dest, source, (slo, sn), (rlo, rn), left, partial) in enumerate(steps):
-            self.dest[i], self.source[i] = dest, source
-            self.received_left[i], self.from_partial[i] = left, partial
+        self.tempbytes, self.uses_partial = 0, False
+        for i, (dest, source, (slo, sn), (rlo, rn), flags) in enumerate(steps):
+            self.dest[i], self.source[i], self.flags[i] = dest, source, flags
             self.send_lo[i], self.send_n[i], self.recv_lo[i], self.recv_n[i] = slo, sn, rlo, rn
-            if partial and i < self.nsteps - 1:
+            if flags & (RS_SEND_PARTIAL | RS_MINE_PARTIAL | RS_COPY) or not flags & RS_INTO_RESULT:
+                self.uses_partial = True
+            if flags & RS_MINE_PARTIAL and not flags & (RS_INTO_RESULT | RS_NO_REDUCE):
                 self.tempbytes = max(self.tempbytes, rn)
         self.total = total
         # This rank's block; no steps: every block is empty (api.py, Note [Empty lanes]).
@@ -626,33 +631,48 @@ cdef class ReduceScatterLane:
     cdef int execute(self, char *send, char *partial, char *result, char *temp,
                      int tag) noexcept nogil:
         cdef handle_t comm = self.transport.comm
+        cdef const char *sbuf
+        cdef char *rbuf
         cdef char *into
-        cdef char *arrived
-        cdef char *source
         cdef char *mine
-        cdef int i, rc
+        cdef int i, f, rc
         cdef size_t count
         for i in range(self.nsteps):
-            source = send if i == 0 else partial
-            into = result if i == self.nsteps - 1 else partial + self.recv_lo[i]
-            mine = (partial if self.from_partial[i] else send) + self.recv_lo[i]
-            arrived = temp if into == mine else into
+            f = self.flags[i]
+            if f & RS_COPY:
+                memcpy(result, partial + self.recv_lo[i], self.recv_n[i])
+                continue
+            sbuf = NULL
+            if self.dest[i] >= 0:
+                sbuf = (partial if f & RS_SEND_PARTIAL else send) + self.send_lo[i]
+            into = result if f & RS_INTO_RESULT else partial + self.recv_lo[i]
+            mine = (partial if f & RS_MINE_PARTIAL else send) + self.recv_lo[i]
+            rbuf = NULL
+            if self.source[i] >= 0:
+                rbuf = temp if into == mine and not f & RS_NO_REDUCE else into
             if self.deadline > 0:
-                rc = transfer_by(source + self.send_lo[i], <int>self.send_n[i], self.dest[i],
-                                 arrived, <int>self.recv_n[i], self.source[i], tag, comm,
+                rc = transfer_by(sbuf, <int>self.send_n[i], self.dest[i], rbuf,
+                                 <int>self.recv_n[i], self.source[i], tag, comm,
                                  self.transport.status, self.deadline, &self.stuck_peer)
+            elif rbuf == NULL:
+                rc = c_send(sbuf, <int>self.send_n[i], BYTE, self.dest[i], tag, comm)
+            elif sbuf == NULL:
+                rc = c_recv(rbuf, <int>self.recv_n[i], BYTE, self.source[i], tag, comm,
+                            self.transport.status)
             else:
-                rc = c_sendrecv(source + self.send_lo[i], <int>self.send_n[i], BYTE,
-                                self.dest[i], tag, arrived, <int>self.recv_n[i], BYTE,
-                                self.source[i], tag, comm, self.transport.status)
+                rc = c_sendrecv(sbuf, <int>self.send_n[i], BYTE, self.dest[i], tag,
+                                rbuf, <int>self.recv_n[i], BYTE, self.source[i], tag, comm,
+                                self.transport.status)
             if rc != 0:
                 self.stuck_step = i + 1
                 return rc
+            if rbuf == NULL or f & RS_NO_REDUCE:
+                continue
             count = <size_t>self.recv_n[i] // itemsize_of(self.code)
-            if self.received_left[i]:
-                self.loop(into, arrived, mine, count)
+            if f & RS_LEFT:
+                self.loop(into, rbuf, mine, count)
             else:
-                self.loop(into, mine, arrived, count)
+                self.loop(into, mine, rbuf, count)
         return 0
 
     def run(self, x, out, double deadline=0.0):
@@ -686,7 +706,7 @@ cdef class ReduceScatterLane:
                     return None             # out overlaps x: the Python path copies
                 tag = self.base.next_tag()
                 try:
-                    if self.nsteps > 1:
+                    if self.uses_partial:
                         PyObject_GetBuffer(self.base.scratch("output", self.total), &pb,
                                            PyBUF_SIMPLE | PyBUF_WRITABLE)
                         pp = <char *>pb.buf

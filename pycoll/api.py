@@ -315,9 +315,9 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
 
 
 def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
-    """The schedule of the plan's algorithm (the ring, or recursive halving
-    at a power-of-two p) for _mpicall.ReduceScatterLane, when every block
-    is non-empty and every message one segment; else None."""
+    """The schedule of the plan's algorithm (the ring or recursive halving)
+    for _mpicall.ReduceScatterLane, when every block is non-empty and every
+    message one segment; else None."""
     p, r, counts = comm.size, comm.rank, args.counts
     if comm.transport is None or args.dtype is not args.result:
         return None
@@ -332,7 +332,7 @@ def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: 
         return None
     else:
         steps = module.schedule(p, r, counts)
-        if (steps is None or len(steps) > _mpicall.MAX_LANE_STEPS
+        if (len(steps) > _mpicall.MAX_LANE_STEPS
                 or max(max(s[2][1], s[3][1]) for s in steps) > min(segment, LANE_MAX_BYTES)):
             return None
     return _mpicall.ReduceScatterLane(comm, comm.transport, steps, args.op.kernel,

@@ -686,8 +686,8 @@ def deadline_lane_cases(run):
                 name = f"deadline lane {op.value} {dtype} {algo} call {repeat}"
                 xs = [rank_data(dtype, (4,), i, seed_of(name), op) for i in range(p)]
                 # the reduce_scatter lane (every block non-empty: 2 <= p <= 4
-                # here): the ring, or recursive halving at a power-of-two p
-                rs = "recursive_halving" if algo == "tree" and p & (p - 1) == 0 else "ring"
+                # here): the ring, or recursive halving
+                rs = "recursive_halving" if algo == "tree" else "ring"
                 if repeat:
                     pycoll.api._allreduce = pycoll.api._reduce = refuse
                     pycoll.api._reduce_scatter = refuse
@@ -1237,14 +1237,14 @@ def reduce_scatter_lane_cases(run):
         shared[:] = np.arange(4.0 * p)
         y = comm.reduce_scatter(shared, out=shared[:4])
         run.check("reduce_scatter lane overlap", y, np.arange(4.0 * r, 4.0 * r + 4) * p)
-    # Recursive halving has its lane at a power-of-two p (the fold's extra
-    # steps have none); from the second call on, no rank leaves it.
+    # Recursive halving has its lane at every p, the fold's extra steps
+    # included; from the second call on, no rank leaves it.
     halving = [v.lane is not None for k, v in comm._plans.items()
                if k[0] == "reduce_scatter" and v.algorithm == "recursive_halving"
                and v.args.dtype.name == "float32"]
-    assert halving and all(halving) == (comm.transport is not None and p & (p - 1) == 0), \
+    assert halving and all(halving) == (comm.transport is not None), \
         (halving, p, comm.transport_info)
-    if comm.transport is not None and p & (p - 1) == 0:
+    if comm.transport is not None:
         import pycoll.api
 
         general = pycoll.api._reduce_scatter
@@ -1254,7 +1254,8 @@ def reduce_scatter_lane_cases(run):
         for op, dtype in ((Op.SUM, "float64"), (Op.AVG, "bfloat16"), (Op.BXOR, "int16")):
             for repeat in range(3):
                 name = f"reduce_scatter halving lane {op.value} {dtype} call {repeat}"
-                xs = [rank_data(dtype, (3 * p, 2), i, seed_of(name), op) for i in range(p)]
+                # (the fold's first step sends the whole vector: one segment)
+                xs = [rank_data(dtype, (p + 1, 2), i, seed_of(name), op) for i in range(p)]
                 if repeat:
                     pycoll.api._reduce_scatter = refuse
                 try:

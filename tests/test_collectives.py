@@ -39,7 +39,7 @@ def test_special(p):
     run_ranks(p, "special")
 
 
-@pytest.mark.parametrize("p", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("p", [1, 2, 3, 5, 6, 8])
 def test_small_message_lane(p):
     """Repeated small allreduces run in the C lane: every (op, dtype),
     in place and out=; strided, overlapping and read-only cases go to the

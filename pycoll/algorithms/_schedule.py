@@ -25,6 +25,20 @@ from pycoll._p2p import lands_in
 
 SEND, RECV, RECV_REDUCE, EXCHANGE = 0, 1, 2, 3
 
+# A reduce_scatter's steps cut the vector, so its lane (ReduceScatterLane in
+# pycoll/_mpicall.pyx) reads another form, made by the algorithm's
+# schedule(p, r, counts): per step (dest, source, (lo, bytes) sent,
+# (lo, bytes) received, flags), dest or source -1 where that half is not
+# done, and the flags below. The step reduces the received range with this
+# rank's operand of the same range, into the partial sums (the "output"
+# scratch, at the range's offset) or the result.
+RS_SEND_PARTIAL = 1     # send from the partial sums, not from x
+RS_MINE_PARTIAL = 2     # this rank's operand is the partial sums' range, not x's
+RS_INTO_RESULT = 4      # the received range lands in the result
+RS_NO_REDUCE = 8        # only receive (a folded pair's even rank gets its block)
+RS_LEFT = 16            # the received range is the left operand
+RS_COPY = 32            # no message: the partial sums' range into the result
+
 
 def execute(t, steps) -> None:
     """Run *steps* on task *t* with the Channel's primitives."""

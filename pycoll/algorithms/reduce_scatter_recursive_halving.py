@@ -10,6 +10,8 @@ and passes the even rank its own.
     bytes sent     about (p - 1) * n, plus p * n if p is not a power of two
     bytes reduced  the same                      (n = one block)
 """
+from pycoll.algorithms._schedule import (RS_COPY, RS_INTO_RESULT, RS_LEFT, RS_MINE_PARTIAL,
+                                         RS_NO_REDUCE, RS_SEND_PARTIAL)
 from pycoll.algorithms._shape import Fold, blocks_from_counts, span
 
 
@@ -26,23 +28,34 @@ def reduce_bytes(n, p):
     return bytes_on_wire(n, p)
 
 
-def schedule(p, r, counts):
-    """run()'s steps for the C lane, as reduce_scatter_ring.schedule's, when
-    p is a power of two; else None (the fold's extra steps have no lane).
-    After the first step this rank's operand is its partial sums."""
-    if p & (p - 1):
-        return None
+def schedule(p, r, counts) -> tuple:
+    """run()'s steps for the C lane, in the form _schedule.py describes.
+    A folded pair's even rank sends x and receives its block in one step;
+    the odd rank first reduces the pair's vectors, and at the end sends the
+    even rank its block and copies its own."""
+    fold = Fold(p)
     blocks = blocks_from_counts(counts)
-    out = []
-    lo, hi, mask = 0, p, p >> 1
+    v = fold.virtual(r)
+    if v is None:
+        return ((r + 1, r + 1, (0, sum(counts)), blocks[r], RS_INTO_RESULT | RS_NO_REDUCE),)
+    folded = r < 2 * fold.rem
+    out = [(-1, r - 1, (0, 0), (0, sum(counts)), RS_LEFT)] if folded else []
+    partial = folded                        # this rank's operand: the partial sums
+    lo, hi, mask = 0, fold.pof2, fold.pof2 >> 1
     while mask:
-        partner = r ^ mask
+        partner = fold.real(v ^ mask)
         mid = (lo + hi) // 2
-        keep, give = ((lo, mid), (mid, hi)) if not r & mask else ((mid, hi), (lo, mid))
-        out.append((partner, partner, span(blocks, *give), span(blocks, *keep), partner < r,
-                    bool(out)))
+        keep, give = ((lo, mid), (mid, hi)) if not v & mask else ((mid, hi), (lo, mid))
+        flags = (RS_LEFT if partner < r else 0) | (RS_INTO_RESULT if mask == 1 and not folded else 0)
+        out.append((partner, partner, span(blocks, fold.first(give[0]), fold.first(give[1])),
+                    span(blocks, fold.first(keep[0]), fold.first(keep[1])),
+                    flags | (RS_SEND_PARTIAL | RS_MINE_PARTIAL if partial else 0)))
+        partial = True
         lo, hi = keep
         mask >>= 1
+    if folded:
+        out.append((r - 1, -1, blocks[r - 1], (0, 0), RS_SEND_PARTIAL))
+        out.append((-1, -1, (0, 0), blocks[r], RS_COPY))
     return tuple(out)
 
 

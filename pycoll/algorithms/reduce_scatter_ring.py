@@ -9,6 +9,7 @@ left); the last step reduces block r straight into the result.
     bytes sent     (p - 1) * n            (n = one block)
     bytes reduced  (p - 1) * n
 """
+from pycoll.algorithms._schedule import RS_INTO_RESULT, RS_LEFT, RS_SEND_PARTIAL
 from pycoll.algorithms._shape import blocks_from_counts
 
 
@@ -25,13 +26,11 @@ def reduce_bytes(n, p):
 
 
 def schedule(p, r, counts) -> tuple:
-    """The steps of run() for the C lane (ReduceScatterLane in
-    pycoll/_mpicall.pyx): (dest, source, (lo, bytes) sent, (lo, bytes)
-    received and reduced, received on the left, operand from the partial
-    sums rather than x)."""
+    """run()'s steps for the C lane, in the form _schedule.py describes."""
     blocks = blocks_from_counts(counts)
     right, left = (r + 1) % p, (r - 1) % p
-    return tuple((right, left, blocks[(r - s - 1) % p], blocks[(r - s - 2) % p], True, False)
+    return tuple((right, left, blocks[(r - s - 1) % p], blocks[(r - s - 2) % p],
+                  RS_LEFT | (RS_SEND_PARTIAL if s else 0) | (RS_INTO_RESULT if s == p - 2 else 0))
                  for s in range(p - 1))
 
 
