@@ -1,6 +1,8 @@
 """The cost model and its calibration."""
 import json
 
+import math
+
 import pytest
 
 from mpirun import launch
@@ -53,6 +55,23 @@ def test_override_and_segment_rules():
     for n in (1000, 237983 * 7, 1 << 26):
         assert tuning.segment("scan", "linear", n, 5, plain) % 64 == 0
     assert tuning.segment("allreduce", "ring", 1 << 24, 4, Settings(segment_bytes=256)) == 256
+
+
+def test_pipeline_segments_take_the_per_message_alpha():
+    """A pipelined chain's segment comes from the per-message alpha of the
+    "small" fit, not from a big-vector fit's intercept, which a calibration
+    may clamp to 0 (MPICH p = 4 did, and its broadcasts ran 64 KiB
+    segments at 64 MiB, 0.46x native)."""
+    fit = {"tiny": (2.1e-05, 1.8e-10), "small": (2.0e-05, 2.2e-10),
+           "large": (0.0, 4.8e-10), "huge": (0.0, 2.0e-10)}
+    settings = Settings(params=tuning.merge_params({"algorithms": {"broadcast": {"pipeline": fit}}}))
+    for n in (16 << 20, 64 << 20):
+        alpha, beta = fit["small"][0], fit[tuning.regime(n)][1]
+        best = math.sqrt(n * alpha / (2 * beta))        # p = 4: two links behind the first
+        got = tuning.segment("broadcast", "pipeline", n, 4, settings)
+        assert tuning.MIN_PIPELINE_SEGMENT < got <= tuning.MAX_PIPELINE_SEGMENT, (n, got)
+        assert abs(got - best) <= 64, (n, got, best)
+        assert got % 64 == 0
 
 
 def test_reduction_segment_is_the_calibrations():
