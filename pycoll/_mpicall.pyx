@@ -261,6 +261,13 @@ cdef enum:
     RS_LEFT = 16
     RS_COPY = 32
 
+
+cdef inline bint reduces_in_place(int flags) noexcept nogil:
+    """A reduce_scatter step that reduces the partial sums' range into
+    itself: what arrives must land in the "lane" scratch first."""
+    return flags & RS_MINE_PARTIAL and not flags & (RS_INTO_RESULT | RS_NO_REDUCE)
+
+
 cdef object ndarray = np.ndarray
 
 
@@ -622,7 +629,7 @@ cdef class ReduceScatterLane:
             self.send_lo[i], self.send_n[i], self.recv_lo[i], self.recv_n[i] = slo, sn, rlo, rn
             if flags & (RS_SEND_PARTIAL | RS_MINE_PARTIAL | RS_COPY) or not flags & RS_INTO_RESULT:
                 self.uses_partial = True
-            if flags & RS_MINE_PARTIAL and not flags & (RS_INTO_RESULT | RS_NO_REDUCE):
+            if reduces_in_place(flags):
                 self.tempbytes = max(self.tempbytes, rn)
         self.total = total
         # This rank's block; no steps: every block is empty (api.py, Note [Empty lanes]).
@@ -649,7 +656,7 @@ cdef class ReduceScatterLane:
             mine = (partial if f & RS_MINE_PARTIAL else send) + self.recv_lo[i]
             rbuf = NULL
             if self.source[i] >= 0:
-                rbuf = temp if into == mine and not f & RS_NO_REDUCE else into
+                rbuf = temp if reduces_in_place(f) else into
             if self.deadline > 0:
                 rc = transfer_by(sbuf, <int>self.send_n[i], self.dest[i], rbuf,
                                  <int>self.recv_n[i], self.source[i], tag, comm,
