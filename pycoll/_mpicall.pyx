@@ -286,6 +286,64 @@ cdef object lane_output(out, shape, dtype):
         return out
     return NOT_TAKEN
 
+cdef struct Operands:
+    # A lane's two caller buffers, held for one call (take_operands).
+    Py_buffer x
+    Py_buffer out
+    char *xp                # NULL when x is not held
+    char *outp              # NULL when out is not held
+    bint have_x
+    bint have_out
+
+
+cdef int take_operands(Operands *o, x, bint with_x, Py_ssize_t xbytes, data,
+                       Py_ssize_t align, bint same_ok) except -1:
+    """Hold x (if *with_x*: a scatter's receiver ignores it) and *data*,
+    the buffer the lane writes (unless None): 1, or 0 with nothing held
+    where the Python path must take the call, which then sends nothing.
+    x must have *xbytes* bytes; both must be C-contiguous and
+    *align*-aligned, and data writable and clear of x (or x itself, if
+    *same_ok*: an allreduce in place). Release with release_operands."""
+    o.xp = o.outp = NULL
+    o.have_x = o.have_out = False
+    try:
+        if with_x:
+            try:
+                PyObject_GetBuffer(x, &o.x, PyBUF_SIMPLE)
+            except (BufferError, ValueError, TypeError):
+                return 0                # not C-contiguous: the Python path packs it
+            o.have_x = True
+            o.xp = <char *>o.x.buf
+            if o.x.len != xbytes or <uintptr_t>o.xp % align:
+                release_operands(o)
+                return 0
+        if data is not None:
+            try:
+                PyObject_GetBuffer(data, &o.out, PyBUF_SIMPLE | PyBUF_WRITABLE)
+            except (BufferError, ValueError, TypeError):
+                release_operands(o)
+                return 0                # read-only or strided out: checked by Python
+            o.have_out = True
+            o.outp = <char *>o.out.buf
+            if <uintptr_t>o.outp % align or (
+                    o.have_x and o.outp < o.xp + xbytes and o.xp < o.outp + o.out.len
+                    and not (same_ok and o.outp == o.xp)):
+                release_operands(o)
+                return 0                # out overlaps x: the Python path copies
+    except BaseException:
+        release_operands(o)
+        raise
+    return 1
+
+
+cdef void release_operands(Operands *o) noexcept:
+    if o.have_out:
+        PyBuffer_Release(&o.out)
+        o.have_out = False
+    if o.have_x:
+        PyBuffer_Release(&o.x)
+        o.have_x = False
+    o.xp = o.outp = NULL
 
 # Note [Lane deadlines]
 # ~~~~~~~~~~~~~~~~~~~~~
@@ -518,52 +576,34 @@ cdef class Lane:
         NOT_TAKEN, with nothing sent, if the Python path must take it.
         *deadline*: 0, or the time.monotonic() by which it must be done
         (Note [Lane deadlines])."""
-        cdef Py_buffer xb, ob, tb
+        cdef Operands o
+        cdef Py_buffer tb
         cdef int rc, tag
         cdef double started = 0.0
-        cdef char *xp
-        cdef char *op
-        try:
-            PyObject_GetBuffer(x, &xb, PyBUF_SIMPLE)
-        except (BufferError, ValueError, TypeError):
-            return NOT_TAKEN                # not C-contiguous: the Python path packs it
-        try:
-            xp = <char *>xb.buf
-            if xb.len != self.nbytes or <uintptr_t>xp % self.align:
+        if not self.gets_result:
+            result = None                   # out is ignored here; the partial lives in scratch
+            data = self.scratch("lane-data", self.nbytes)
+        else:
+            result = data = lane_output(out, self.shape, self.dtype)
+            if result is NOT_TAKEN:
                 return NOT_TAKEN
-            if not self.gets_result:
-                result = None               # out is ignored here; the partial lives in scratch
-                data = self.scratch("lane-data", self.nbytes)
-            else:
-                result = data = lane_output(out, self.shape, self.dtype)
-                if result is NOT_TAKEN:
-                    return NOT_TAKEN
+        if not take_operands(&o, x, True, self.nbytes, data, self.align, True):
+            return NOT_TAKEN
+        try:
+            tag = self.base.next_tag()
+            PyObject_GetBuffer(self.scratch("lane", self.nbytes), &tb,
+                               PyBUF_SIMPLE | PyBUF_WRITABLE)
             try:
-                PyObject_GetBuffer(data, &ob, PyBUF_SIMPLE | PyBUF_WRITABLE)
-            except (BufferError, ValueError, TypeError):
-                return NOT_TAKEN            # read-only or strided out: checked by Python
-            try:
-                op = <char *>ob.buf
-                if op != xp and op < xp + self.nbytes and xp < op + self.nbytes:
-                    return NOT_TAKEN        # partial overlap: the Python path copies
-                if <uintptr_t>op % self.align:
-                    return NOT_TAKEN
-                tag = self.base.next_tag()
-                PyObject_GetBuffer(self.scratch("lane", self.nbytes), &tb,
-                                   PyBUF_SIMPLE | PyBUF_WRITABLE)
-                try:
-                    self.deadline = deadline
-                    with nogil:
-                        started = monotonic()
-                        rc = self.execute(xp, op, <char *>tb.buf, tag)
-                        if rc == 0 and self.divisor and self.gets_result:
-                            scale_buffer(self.code, op, op, self.divisor, self.count)
-                finally:
-                    PyBuffer_Release(&tb)
+                self.deadline = deadline
+                with nogil:
+                    started = monotonic()
+                    rc = self.execute(o.xp, o.outp, <char *>tb.buf, tag)
+                    if rc == 0 and self.divisor and self.gets_result:
+                        scale_buffer(self.code, o.outp, o.outp, self.divisor, self.count)
             finally:
-                PyBuffer_Release(&ob)
+                PyBuffer_Release(&tb)
         finally:
-            PyBuffer_Release(&xb)
+            release_operands(&o)
         if rc == TIMED_OUT:
             raise timed_out(self.base, self.stuck_peer, self.collective, self.algorithm,
                             self.stuck_step, self.nsteps, monotonic() - started)
@@ -685,58 +725,39 @@ cdef class ReduceScatterLane:
     def run(self, x, out, double deadline=0.0):
         """reduce_scatter(x, out=out) in C, or None (nothing sent) if the
         Python path must take it. *deadline*: as Lane.call's."""
-        cdef Py_buffer xb, ob, pb, tb
+        cdef Operands o
+        cdef Py_buffer pb, tb
         cdef int rc = 0, tag
         cdef double started = 0.0
-        cdef char *xp
-        cdef char *op
         cdef char *pp = NULL
         cdef char *tp = NULL
+        result = lane_output(out, self.shape, self.dtype)
+        if result is NOT_TAKEN or not take_operands(&o, x, True, self.total, result,
+                                                    self.align, False):
+            return None
         try:
-            PyObject_GetBuffer(x, &xb, PyBUF_SIMPLE)
-        except (BufferError, ValueError, TypeError):
-            return None                     # not C-contiguous: the Python path packs it
-        try:
-            xp = <char *>xb.buf
-            if xb.len != self.total or <uintptr_t>xp % self.align:
-                return None
-            result = lane_output(out, self.shape, self.dtype)
-            if result is NOT_TAKEN:
-                return None
-            try:
-                PyObject_GetBuffer(result, &ob, PyBUF_SIMPLE | PyBUF_WRITABLE)
-            except (BufferError, ValueError, TypeError):
-                return None                 # read-only or strided out: checked by Python
-            try:
-                op = <char *>ob.buf
-                if (op < xp + self.total and xp < op + self.nbytes) or <uintptr_t>op % self.align:
-                    return None             # out overlaps x: the Python path copies
-                tag = self.base.next_tag()
-                try:
-                    if self.uses_partial:
-                        PyObject_GetBuffer(self.base.scratch("output", self.total), &pb,
-                                           PyBUF_SIMPLE | PyBUF_WRITABLE)
-                        pp = <char *>pb.buf
-                    if self.tempbytes:
-                        PyObject_GetBuffer(self.base.scratch("lane", self.tempbytes), &tb,
-                                           PyBUF_SIMPLE | PyBUF_WRITABLE)
-                        tp = <char *>tb.buf
-                    self.deadline = deadline
-                    with nogil:
-                        started = monotonic()
-                        rc = self.execute(xp, pp, op, tp, tag)
-                        if rc == 0 and self.divisor:
-                            scale_buffer(self.code, op, op, self.divisor,
-                                         <size_t>self.nbytes // itemsize_of(self.code))
-                finally:
-                    if tp != NULL:
-                        PyBuffer_Release(&tb)
-                    if pp != NULL:
-                        PyBuffer_Release(&pb)
-            finally:
-                PyBuffer_Release(&ob)
+            tag = self.base.next_tag()
+            if self.uses_partial:
+                PyObject_GetBuffer(self.base.scratch("output", self.total), &pb,
+                                   PyBUF_SIMPLE | PyBUF_WRITABLE)
+                pp = <char *>pb.buf
+            if self.tempbytes:
+                PyObject_GetBuffer(self.base.scratch("lane", self.tempbytes), &tb,
+                                   PyBUF_SIMPLE | PyBUF_WRITABLE)
+                tp = <char *>tb.buf
+            self.deadline = deadline
+            with nogil:
+                started = monotonic()
+                rc = self.execute(o.xp, pp, o.outp, tp, tag)
+                if rc == 0 and self.divisor:
+                    scale_buffer(self.code, o.outp, o.outp, self.divisor,
+                                 <size_t>self.nbytes // itemsize_of(self.code))
         finally:
-            PyBuffer_Release(&xb)
+            if tp != NULL:
+                PyBuffer_Release(&tb)
+            if pp != NULL:
+                PyBuffer_Release(&pb)
+            release_operands(&o)
         if rc == TIMED_OUT:
             raise timed_out(self.base, self.stuck_peer, "reduce_scatter", self.algorithm,
                             self.stuck_step, self.nsteps, monotonic() - started)
@@ -889,38 +910,24 @@ cdef class StepLane:
         the next tag, or runs on *tag* (>= 0: one its caller took).
         *deadline*: 0, or the time.monotonic() by which it must be done
         (Note [Lane deadlines])."""
-        cdef Py_buffer xb, ob, wb
+        cdef Operands o
+        cdef Py_buffer wb
         cdef char *bufs[4]
         cdef int rc
         cdef double started = 0.0
-        cdef bint have_x = False, have_out = False, have_work = False
-        bufs[BUF_X] = bufs[BUF_OUT] = bufs[BUF_WORK] = NULL
-        bufs[BUF_WORD] = <char *>self.word
-        if self.xbytes:                     # else (a scatter's receiver) x is ignored
-            try:
-                PyObject_GetBuffer(x, &xb, PyBUF_SIMPLE)
-            except (BufferError, ValueError, TypeError):
-                return NOT_TAKEN            # not C-contiguous: the Python path packs it
-            have_x = True
-            bufs[BUF_X] = <char *>xb.buf
-        try:
-            if have_x and (xb.len != self.xbytes or <uintptr_t>bufs[BUF_X] % self.align):
+        cdef bint have_work = False
+        result = None
+        if self.has_result:
+            result = lane_output(out, self.shape, self.dtype)
+            if result is NOT_TAKEN:
                 return NOT_TAKEN
-            result = None
-            if self.has_result:
-                result = lane_output(out, self.shape, self.dtype)
-                if result is NOT_TAKEN:
-                    return NOT_TAKEN
-                try:
-                    PyObject_GetBuffer(result, &ob, PyBUF_SIMPLE | PyBUF_WRITABLE)
-                except (BufferError, ValueError, TypeError):
-                    return NOT_TAKEN        # read-only or strided out: checked by Python
-                have_out = True
-                bufs[BUF_OUT] = <char *>ob.buf
-                if <uintptr_t>bufs[BUF_OUT] % self.align or (
-                        bufs[BUF_OUT] < bufs[BUF_X] + self.xbytes
-                        and bufs[BUF_X] < bufs[BUF_OUT] + self.outbytes):
-                    return NOT_TAKEN        # out overlaps x: the Python path copies
+        # Without xbytes (a scatter's receiver) x is ignored.
+        if not take_operands(&o, x, self.xbytes != 0, self.xbytes, result, self.align, False):
+            return NOT_TAKEN
+        try:
+            bufs[BUF_X], bufs[BUF_OUT] = o.xp, o.outp
+            bufs[BUF_WORK] = NULL
+            bufs[BUF_WORD] = <char *>self.word
             if self.workbytes:
                 PyObject_GetBuffer(self.base.scratch("work", self.workbytes), &wb,
                                    PyBUF_SIMPLE | PyBUF_WRITABLE)
@@ -935,10 +942,7 @@ cdef class StepLane:
         finally:
             if have_work:
                 PyBuffer_Release(&wb)
-            if have_out:
-                PyBuffer_Release(&ob)
-            if have_x:
-                PyBuffer_Release(&xb)
+            release_operands(&o)
         if rc == TIMED_OUT:
             raise timed_out(self.base, self.stuck_peer, self.collective, self.algorithm,
                             self.stuck_step, self.nsteps, monotonic() - started)
