@@ -160,6 +160,17 @@ class Runs:
                 out.append(x["time_us"] / y["time_us"])
         return med(out)
 
+    def paired(self, kind, op, a, b, dtype, size, inplace=False):
+        """Median over runs of each run's time of algorithm a over b at one
+        case: a ratio from each launch, as every other target, so that a
+        launch slower throughout (a shared host's slow phase) cancels."""
+        out = []
+        for rows in self.bench[kind]:
+            x, y = rows.get((op, a, dtype, size, inplace)), rows.get((op, b, dtype, size, inplace))
+            if x and y and y["time_us"] > 0:
+                out.append(x["time_us"] / y["time_us"])
+        return med(out)
+
     def time(self, kind, op, alg, dtype, size, inplace=False):
         return med([rows[(op, alg, dtype, size, inplace)]["time_us"]
                     for rows in self.bench[kind] if (op, alg, dtype, size, inplace) in rows])
@@ -217,9 +228,11 @@ def targets(runs: Runs, p: int) -> list:
                      ", ".join(f"{human(s)} {fmt(r)}" for s, r in rs), check(worst, 0.6, ge=False)))
     worst = []
     for op, dtype, size, named in named_times(runs):
-        auto = runs.time(op, op, "auto", dtype, size)
-        if auto and named:
-            worst.append((auto / min(named.values()), op, dtype, size))
+        if named:
+            best = min(named, key=named.get)
+            r = runs.paired(op, op, "auto", best, dtype, size)
+            if r is not None:
+                worst.append((r, op, dtype, size))
     if worst:
         w = max(worst)
         within = sum(1 for r, *_ in worst if r <= 1.1)
@@ -238,8 +251,9 @@ def targets(runs: Runs, p: int) -> list:
 
 
 def choice_ratios(runs: Runs, p: int) -> list:
-    """(time of the algorithm the model picks / time of the best named one,
-    op, dtype, size, pick, best) for every swept case, the pick made with
+    """(time of the algorithm the model picks / time of the best named one
+    (the lowest median) in the same launch, the median over launches, op,
+    dtype, size, pick, best) for every swept case, the pick made with
     this report's calibration. "auto" runs the pick, so the row above
     compares two timings of the same calls wherever the pick is the best;
     with three or four named algorithms a few percent apart, the fastest of
@@ -261,7 +275,9 @@ def choice_ratios(runs: Runs, p: int) -> list:
         if pick not in named:
             continue
         best = min(named, key=named.get)
-        out.append((named[pick] / named[best], op, dtype, size, pick, best))
+        r = runs.paired(op, op, pick, best, dtype, size)
+        if r is not None:
+            out.append((r, op, dtype, size, pick, best))
     return out
 
 
