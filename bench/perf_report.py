@@ -160,17 +160,6 @@ class Runs:
                 out.append(x["time_us"] / y["time_us"])
         return med(out)
 
-    def paired(self, kind, op, a, b, dtype, size, inplace=False):
-        """Median over runs of each run's time of algorithm a over b at one
-        case: a ratio from each launch, as every other target, so that a
-        launch slower throughout (a shared host's slow phase) cancels."""
-        out = []
-        for rows in self.bench[kind]:
-            x, y = rows.get((op, a, dtype, size, inplace)), rows.get((op, b, dtype, size, inplace))
-            if x and y and y["time_us"] > 0:
-                out.append(x["time_us"] / y["time_us"])
-        return med(out)
-
     def time(self, kind, op, alg, dtype, size, inplace=False):
         return med([rows[(op, alg, dtype, size, inplace)]["time_us"]
                     for rows in self.bench[kind] if (op, alg, dtype, size, inplace) in rows])
@@ -230,7 +219,9 @@ def targets(runs: Runs, p: int) -> list:
     for op, dtype, size, named in named_times(runs):
         if named:
             best = min(named, key=named.get)
-            r = runs.paired(op, op, "auto", best, dtype, size)
+            # A ratio from each launch, as every other target: a launch slower
+            # throughout (a shared host's slow phase) cancels.
+            r = runs.ratio(op, op, dtype, size, "auto", best, key="time_us")
             if r is not None:
                 worst.append((r, op, dtype, size))
     if worst:
@@ -275,7 +266,7 @@ def choice_ratios(runs: Runs, p: int) -> list:
         if pick not in named:
             continue
         best = min(named, key=named.get)
-        r = runs.paired(op, op, pick, best, dtype, size)
+        r = runs.ratio(op, op, dtype, size, pick, best, key="time_us")
         if r is not None:
             out.append((r, op, dtype, size, pick, best))
     return out

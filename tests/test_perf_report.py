@@ -31,8 +31,8 @@ def test_one_slow_launch_cancels(tmp_path):
                           {"auto": 5.4, "ring": 5.4, "tree": 9.0},
                           {"auto": 4.4, "ring": 4.4, "tree": 9.0}])
     assert auto_row(tmp_path).startswith("1 of 1 ")
-    assert perf_report.Runs(tmp_path).paired("allreduce", "allreduce", "auto", "ring",
-                                             "float32", 4096) == pytest.approx(1.0)
+    assert perf_report.Runs(tmp_path).ratio("allreduce", "allreduce", "float32", 4096,
+                                            "auto", "ring", key="time_us") == pytest.approx(1.0)
 
 
 def test_auto_behind_in_every_launch_is_a_miss(tmp_path):
