@@ -19,6 +19,7 @@ import numpy as np
 
 from pycoll._async import Progress
 from pycoll._mpi import c_transport, mpi
+from pycoll._mpicall import CallResources
 
 MAX_SEGMENT_BYTES = 1 << 30
 
@@ -106,10 +107,8 @@ class CommBase:
         self._comm = comm.Dup()
         self.rank: int = self._comm.Get_rank()
         self.size: int = self._comm.Get_size()
-        self._tag = 0
-        self._tag_ub: int = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)
-        self._scratch: dict[str, np.ndarray] = {}
-        self._views: dict[tuple, np.ndarray] = {}
+        # Tags and scratch, shared with the C lanes.
+        self._calls = CallResources(MPI.COMM_WORLD.Get_attr(MPI.TAG_UB))
         self._plans: dict = {}              # call signature -> api.Plan
         self.settings = Settings()
         self.transport = None               # a pycoll._mpicall.Transport, or None
@@ -167,8 +166,7 @@ class CommBase:
             self._comm.Free()
             self._comm = None
             self.transport = None
-            self._scratch.clear()
-            self._views.clear()
+            self._calls.clear()
             self._plans.clear()
 
     @property
@@ -201,9 +199,7 @@ class CommBase:
 
     def next_tag(self) -> int:
         """The tag of the next collective call (Note [Tag discipline])."""
-        tag = self._tag
-        self._tag = tag + 1 if tag < self._tag_ub else 0
-        return tag
+        return self._calls.next_tag()
 
     def scratch(self, slot: str, nbytes: int) -> np.ndarray:
         """A reusable uint8 buffer of *nbytes* for *slot*, grown as needed.
@@ -211,18 +207,7 @@ class CommBase:
         The same slot is never used by two live transfers of one call; its
         contents do not survive the call.
         """
-        view = self._views.get((slot, nbytes))
-        if view is not None:
-            return view
-        buf = self._scratch.get(slot)
-        if buf is None or buf.size < nbytes:
-            buf = np.empty(max(nbytes, 64), np.uint8)
-            self._scratch[slot] = buf
-            self._views = {k: v for k, v in self._views.items() if k[0] != slot}
-        if len(self._views) > 256:
-            self._views.clear()
-        view = self._views[(slot, nbytes)] = buf[:nbytes]
-        return view
+        return self._calls.scratch(slot, nbytes)
 
     def __repr__(self) -> str:
         state = "freed" if self._comm is None else f"rank {self.rank} of {self.size}"

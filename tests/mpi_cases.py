@@ -1112,12 +1112,12 @@ def inline_scatter_cases(run):
                     target = np.zeros(2 * len(want))
                     kwargs["out"] = target[::2]
                 x = full.copy() if r == root else None
-                before = comm._tag
+                before = comm._calls.tags_taken
                 y = comm.scatter(x, root=root, algorithm=algo, **kwargs)
                 run.check(f"{name} call {repeat}", y, want)
                 if algo != "auto" and p > 1:    # one tag when inline, else the data's too
                     inline = count * 8 <= INLINE_BYTES and (algo == "binomial" or p == 2)
-                    tags = comm._tag - before
+                    tags = comm._calls.tags_taken - before
                     assert tags == (1 if inline else 2), (name, repeat, tags)
                 if "out" in kwargs:
                     assert y is kwargs["out"] and not target[1::2].any(), name
@@ -1412,15 +1412,17 @@ def inline_broadcast_cases(run):
             name = f"inline broadcast {nbytes} B call {repeat}"
             want = rank_data("float64", (nbytes // 8,), 0, seed_of(name))
             mine = want.copy() if r == 0 else None if (r + repeat) % 2 else np.zeros_like(want)
-            before = comm._tag
+            before = comm._calls.tags_taken
             y = comm.broadcast(mine, root=0, algorithm="binomial")
-            assert comm._tag - before == messages, (name, comm._tag - before)
+            taken = comm._calls.tags_taken - before
+            assert taken == messages, (name, taken)
             run.check(name, y, want)
             run.same_everywhere(name, y)
     # The named scatter_allgather keeps its own messages after the header.
-    before = comm._tag
+    before = comm._calls.tags_taken
     y = comm.broadcast(np.arange(4.0) if r == 0 else np.zeros(4), algorithm="scatter_allgather")
-    assert comm._tag - before == 2, comm._tag - before
+    taken = comm._calls.tags_taken - before
+    assert taken == 2, taken
     run.check("scatter_allgather broadcast, not inline", y, np.arange(4.0))
     # Lane receivers expecting (3,) float64 while the root sends an inline
     # (2,) and then a 7-d array (a long header, JSON after the word): every
