@@ -14,6 +14,7 @@ import logging as _logging
 
 from pycoll._async import Handle
 from pycoll._dtypes import Op
+from pycoll._memory import empty
 from pycoll.api import (
     AVG, BAND, BOR, BXOR, MAX, MIN, PROD, SUM,
     Communicator, allgather, allreduce, alltoall, barrier, broadcast, gather, reduce,
@@ -32,5 +33,5 @@ __all__ = [
     "Communicator", "Op", "SUM", "PROD", "MAX", "MIN", "AVG", "BAND", "BOR", "BXOR",
     "allreduce", "broadcast", "reduce", "gather", "scatter", "allgather", "reduce_scatter",
     "alltoall", "scan", "barrier", "FusionManager", "assign_buckets", "Handle", "set_checks",
-    "MismatchError", "CollectiveTimeout",
+    "MismatchError", "CollectiveTimeout", "empty",
 ]

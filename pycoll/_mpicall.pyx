@@ -55,6 +55,7 @@ import logging
 
 import numpy as np
 
+from pycoll._memory import empty
 from pycoll.errors import CollectiveTimeout
 from pycoll._kernels.reduce cimport pycoll_binary_loop, itemsize_of, loop_for, scale_buffer
 
@@ -404,7 +405,7 @@ cdef class CallResources:
 
     cdef object grow(self, str slot, Py_ssize_t nbytes):
         cdef Py_buffer b
-        buf = np.empty(max(nbytes, 64), np.uint8)
+        buf = empty(max(nbytes, 64), np.uint8)    # Note [Huge pages] in pycoll/_memory.py
         self.buffers[slot] = buf
         self.views = {k: v for k, v in self.views.items() if k[0] != slot}
         if slot in SLOT_NAMES:

@@ -125,6 +125,36 @@ def test_equal_counts_time_the_dtypes_at_one_count(tmp_path, p):
         assert dtypes == ({"float32", "float16", "int32"} if redop == "sum" else {"int32"})
 
 
+@pytest.mark.parametrize("p", [2, 3])
+def test_huge_memory_runs_every_case_on_pycoll_empty_buffers(tmp_path, p):
+    # -M huge: buffers from pycoll.empty (huge pages from 256 KiB), every
+    # result still checked; the meta says which memory the run used.
+    out = tmp_path / "run.json"
+    proc = launch(p, ["-m", "pycoll.bench", "allreduce", "-b", "64K", "-e", "1M", "-f", "16",
+                      "-n", "2", "-w", "1", "-M", "huge", "-a", "ring,rabenseifner,native",
+                      "--json", out], timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "memory huge" in proc.stdout and "# Out of bounds values : 0 OK" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["meta"]["memory"] == "huge"
+    assert len(data["rows"]) == 2 * 3 * 2 and all(r["wrong"] == 0 for r in data["rows"])
+
+
+def test_bench_buffers_from_pycoll_empty():
+    import mmap
+
+    from pycoll._dtypes import Op
+    from pycoll._memory import HUGE_FROM, HUGE_PAGE
+    from pycoll.bench.ops import SPECS, Bench
+    if not hasattr(mmap, "MADV_HUGEPAGE"):
+        pytest.skip("no MADV_HUGEPAGE here: pycoll.empty is numpy.empty")
+    huge = Bench(SPECS["allreduce"], "float32", HUGE_FROM // 4, 2, 0, 0, Op.SUM, huge=True)
+    plain = Bench(SPECS["allreduce"], "float32", HUGE_FROM // 4, 2, 0, 0, Op.SUM)
+    for b in (huge, plain):
+        assert b.send.shape == b.recv.shape == (HUGE_FROM // 4,) and not b.send.any()
+    assert huge.send.ctypes.data % HUGE_PAGE == 0 and huge.recv.ctypes.data % HUGE_PAGE == 0
+
+
 @pytest.mark.parametrize("argv,message", [
     (["allreduce", "-d", "float128"], "unknown dtype float128"),
     (["allreduce", "-o", "band"], "-o band is not defined for float32"),

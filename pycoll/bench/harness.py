@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with several dtypes (-d), time them at equal element counts, "
                              "taking turns within every round as the algorithms do: sizes are "
                              "the first dtype's bytes (for ratios between dtypes)")
+    parser.add_argument("-M", "--memory", choices=("numpy", "huge"), default="numpy",
+                        help="every case's buffers from numpy.zeros, or from pycoll.empty: on "
+                             "huge pages from 1 MiB (Note [Huge pages] in pycoll/_memory.py)")
     parser.add_argument("-c", "--check", type=int, choices=(0, 1), default=1,
                         help="check every result (1) or not (0)")
     parser.add_argument("-d", "--datatype", default="float32",
@@ -250,11 +253,11 @@ def run(args) -> int:
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "mpi4py": __import__("mpi4py").__version__, "iters": args.iters,
             "warmup": args.warmup_iters, "rounds": args.rounds, "round_us": args.round_us,
-            "command": "python -m pycoll.bench " + " ".join(sys.argv[1:])}
+            "memory": args.memory, "command": "python -m pycoll.bench " + " ".join(sys.argv[1:])}
     table.print(f"# pycoll {pycoll.__version__} benchmark on {p} ranks, {library}, "
                 f"mpi4py {meta['mpi4py']}")
     table.print(f"# dtype {','.join(d.name for d in args.dtypes)}  iters {args.iters}  warmup "
-                f"{args.warmup_iters}  check {args.check}  {meta['date']}")
+                f"{args.warmup_iters}  check {args.check}  memory {args.memory}  {meta['date']}")
     rows, rounded = [], False
     groups = [args.dtypes] if args.equal_counts else [[d] for d in args.dtypes]
     for op in args.ops:
@@ -285,7 +288,7 @@ def run(args) -> int:
                         actual = spec.size(count, dtype.itemsize, p)
                         rounded |= actual != size and dtype is group[0]
                         bench = Bench(spec, dtype.numpy, count, p, rank, max(root, 0),
-                                      redop or Op.SUM)
+                                      redop or Op.SUM, huge=args.memory == "huge")
                         expected = spec.expected(bench) if args.check else None
                         benches[dtype.name] = (bench, expected, actual)
                     cases = [(d.name, a, inplace) for d in dtypes for a in algorithms

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from pycoll._dtypes import Op
+from pycoll._memory import empty
 
 F32 = np.float32
 
@@ -57,14 +58,21 @@ def reduce_values(dtype, n: int, p: int, op: Op) -> np.ndarray:
 
 
 class Bench:
-    """The buffers of one (op, dtype, size) on one rank."""
+    """The buffers of one (op, dtype, size) on one rank: from numpy.zeros,
+    or with *huge* from pycoll.empty (huge pages from 1 MiB, Note [Huge
+    pages] in pycoll/_memory.py), zeroed."""
 
-    def __init__(self, spec, dtype, count, p, rank, root, redop):
+    def __init__(self, spec, dtype, count, p, rank, root, redop, huge=False):
         self.spec, self.dtype, self.count = spec, np.dtype(dtype), count
         self.p, self.rank, self.root, self.redop = p, rank, root, redop
         send, recv = spec.elements(count, p)
-        self.send = np.zeros(send, self.dtype)
-        self.recv = np.zeros(recv, self.dtype)
+        if huge:
+            self.send, self.recv = empty(send, self.dtype), empty(recv, self.dtype)
+            self.send[...] = 0
+            self.recv[...] = 0
+        else:
+            self.send = np.zeros(send, self.dtype)
+            self.recv = np.zeros(recv, self.dtype)
 
     def fill(self):
         self.spec.fill(self)

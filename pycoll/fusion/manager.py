@@ -85,6 +85,7 @@ from pycoll import _message, api, tuning
 from pycoll._async import Handle
 from pycoll._dtypes import Op, check_op, dtype_of, op_of
 from pycoll._kernels.copy import PackPlan, block, concat_copy, split_copy
+from pycoll._memory import empty
 from pycoll._pieces import follows, joined_views
 from pycoll.fusion.buckets import assign_buckets
 
@@ -422,7 +423,7 @@ class FusionManager:
     def _buffer(self, key, nbytes: int) -> np.ndarray:
         buf = self._buffers.get(key)
         if buf is None:
-            buf = self._buffers[key] = np.empty(nbytes, np.uint8)
+            buf = self._buffers[key] = empty(nbytes, np.uint8)   # Note [Huge pages] in _memory.py
         return buf
 
     # -- data-parallel mode ----------------------------------------------

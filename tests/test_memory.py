@@ -1,0 +1,62 @@
+"""pycoll.empty: arrays on huge pages from HUGE_FROM bytes (Note [Huge
+pages] in pycoll/_memory.py); run without MPI."""
+import mmap
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import pycoll
+from pycoll._memory import HUGE_FROM, HUGE_PAGE
+
+
+def anon_huge_kib() -> int:
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("AnonHugePages:"):
+                return int(line.split()[1])
+    return 0
+
+
+@pytest.mark.parametrize("shape, dtype", [
+    ((HUGE_FROM // 4,), np.float32), ((3, 1 << 17), ml_dtypes.bfloat16), (1 << 20, np.complex128),
+    ((2, 3), np.float64), ((), np.int32), ((0,), np.float16), ((4, 0), np.uint8),
+])
+def test_empty_is_a_writable_array_of_that_shape_and_dtype(shape, dtype):
+    a = pycoll.empty(shape, dtype)
+    want = np.empty(shape, dtype)
+    assert type(a) is np.ndarray and a.shape == want.shape and a.dtype == want.dtype
+    assert a.flags.c_contiguous and a.flags.writeable and a.flags.aligned
+    a[...] = 3
+    assert np.all(a == 3)
+    if a.nbytes >= HUGE_FROM and hasattr(mmap, "MADV_HUGEPAGE"):
+        assert a.ctypes.data % HUGE_PAGE == 0          # starts a huge page
+
+
+def test_small_arrays_are_numpy_arrays_of_their_own():
+    a = pycoll.empty(HUGE_FROM // 8 - 1, np.float64)
+    assert a.base is None and a.nbytes < HUGE_FROM
+
+
+def test_bad_shapes_raise_as_numpy_does():
+    with pytest.raises(ValueError):
+        pycoll.empty((-1, HUGE_FROM))
+    with pytest.raises(TypeError):
+        pycoll.empty(HUGE_FROM, "no such dtype")
+
+
+@pytest.mark.skipif(not hasattr(mmap, "MADV_HUGEPAGE"), reason="no MADV_HUGEPAGE here")
+def test_large_arrays_get_huge_pages_where_the_system_gives_them():
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            mode = f.read()
+    except OSError:
+        pytest.skip("no transparent huge pages")
+    if "[never]" in mode:
+        pytest.skip("transparent huge pages are off")
+    before = anon_huge_kib()
+    a = pycoll.empty(4 * HUGE_PAGE, np.uint8)
+    a[...] = 1                                          # touch: the pages are made now
+    # The kernel may refuse a huge page when memory is fragmented; it
+    # gives at least one of four on any machine these tests run on.
+    assert anon_huge_kib() - before >= HUGE_PAGE >> 10
