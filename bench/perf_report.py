@@ -1,6 +1,6 @@
 """Regenerate README's performance section from fresh runs on this machine.
 
-    python bench/perf_report.py run [--procs 2,4] [--repeat 3] [--parts bench,fusion]  # per MPI venv
+    python bench/perf_report.py run [--procs 2,4] [--repeat 3] [--parts bench,huge,fusion]  # per MPI venv
     python bench/perf_report.py render                           # README sections + plot
 
 ``run`` uses the MPI library of the running venv. For each p it calibrates
@@ -9,7 +9,9 @@ then uses), then repeats ``--repeat`` times: the benchmark CLI for
 allreduce, reduce, allgather, reduce_scatter and broadcast (float32 and
 bfloat16, every algorithm and native MPI in one launch), allreduce at equal
 element counts in float32, float16 and bfloat16, and the small-message
-latency (bench/latency.py); and the fusion benchmark (bench/bench_fusion.py).
+latency (bench/latency.py); with ``huge``, the allreduce sweep (float32,
+"auto" and native) and the half-precision runs again on buffers from
+pycoll.empty (``-M huge``); and the fusion benchmark (bench/bench_fusion.py).
 Every JSON lands in bench/results/<mpi>/p<p>/.
 
 ``render`` reads all of bench/results and rewrites the section between the
@@ -45,6 +47,10 @@ SWEEP = ["-b", "4", "-e", "64M", "-f", "4", "-n", "4", "-R", "5", "-w", "3", "-T
 # dtypes taking turns within every round as the algorithms do above.
 HALF = ["-b", "1M", "-e", "64M", "-f", "4", "-n", "4", "-R", "7", "-w", "3", "-T", "1000",
         "-d", "float32,float16,bfloat16", "-E", "-a", "auto"]
+# The allreduce sweep again on pycoll.empty buffers (huge pages; Note
+# [Huge pages] in pycoll/_memory.py), native's too, and the half types.
+HUGE = ["-d", "float32", "-a", "auto,native", "-M", "huge"]
+HUGE_KIND = "allreducehuge"
 MiB = 1 << 20
 # torch.distributed's gloo, from the issue that set the targets (p = 2).
 GLOO = {"8 B time": "119 µs", "64 KiB": "0.16", "1 MiB": "0.95", "16 MiB": "2.03", "64 MiB": "1.95"}
@@ -92,9 +98,10 @@ def run(procs: list, repeat: int, parts: set, resume: bool = False) -> None:
             for k in range(1, repeat + 1):
                 print(f"{slug} p={p}: fusion run {k}/{repeat}", flush=True)
                 launch_into(where / f"fusion_run{k}.json", p, ["bench/bench_fusion.py"])
-        if "bench" not in parts:
+        if not parts & {"bench", "huge"}:
             continue
-        if resume and (where / "tuning.json").exists():
+        # "huge" alone runs with the calibration the last "bench" made.
+        if (resume or "bench" not in parts) and (where / "tuning.json").exists():
             cache = tuning.cache_path(library, p)
             cache.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(where / "tuning.json", cache)
@@ -103,13 +110,20 @@ def run(procs: list, repeat: int, parts: set, resume: bool = False) -> None:
             launch(p, ["-m", "pycoll.tune"])
             shutil.copy(tuning.cache_path(library, p), where / "tuning.json")
         for k in range(1, repeat + 1):
-            for op in OPS:
-                print(f"{slug} p={p}: {op} run {k}/{repeat}", flush=True)
-                launch_into(where / f"{op}_run{k}.json", p,
-                            ["-m", "pycoll.bench", op, *SWEEP, "-d", "float32,bfloat16", "-a", "all"])
-            launch_into(where / f"half_run{k}.json", p,
-                        ["-m", "pycoll.bench", "allreduce", *HALF])
-            launch_into(where / f"latency_run{k}.json", p, ["bench/latency.py"])
+            if "bench" in parts:
+                for op in OPS:
+                    print(f"{slug} p={p}: {op} run {k}/{repeat}", flush=True)
+                    launch_into(where / f"{op}_run{k}.json", p,
+                                ["-m", "pycoll.bench", op, *SWEEP, "-d", "float32,bfloat16", "-a", "all"])
+                launch_into(where / f"half_run{k}.json", p,
+                            ["-m", "pycoll.bench", "allreduce", *HALF])
+                launch_into(where / f"latency_run{k}.json", p, ["bench/latency.py"])
+            if "huge" in parts:
+                print(f"{slug} p={p}: allreduce on pycoll.empty buffers, run {k}/{repeat}", flush=True)
+                launch_into(where / f"{HUGE_KIND}_run{k}.json", p,
+                            ["-m", "pycoll.bench", "allreduce", *SWEEP, *HUGE])
+                launch_into(where / f"half{HUGE_KIND}_run{k}.json", p,
+                            ["-m", "pycoll.bench", "allreduce", *HALF, "-M", "huge"])
 
 
 # ---------------------------------------------------------------------------
@@ -199,22 +213,13 @@ def targets(runs: Runs, p: int) -> list:
         rows.append((f"allreduce 8 B time ≤ {limit:g}× native",
                      f"{fmt(r)} ({med([d['pycoll_us'] for d in lat]):.2f} µs vs "
                      f"{med([d['native_us'] for d in lat]):.2f} µs)", check(r, limit, ge=False)))
-    for size, target in ((64 << 10, 1.0), (MiB, 1.2), (16 * MiB, 1.2), (64 * MiB, 1.5)):
-        r = runs.ratio("allreduce", "allreduce", "float32", size)
-        rows.append((f"allreduce busbw at {human(size)} ≥ {target}× native", fmt(r), check(r, target)))
+    rows += allreduce_targets(runs, "allreduce")
     for op, target in (("reduce_scatter", 1.0), ("reduce", 1.0), ("allgather", 0.95), ("broadcast", 0.95)):
         rs = [(size, runs.ratio(op, op, "float32", size)) for size in (MiB, 16 * MiB, 64 * MiB)]
         worst = min((r for _, r in rs if r is not None), default=None)
         rows.append((f"{op} busbw ≥ {target}× native at 1 MiB and above",
                      ", ".join(f"{human(s)} {fmt(r)}" for s, r in rs), check(worst, target)))
-    for dtype in ("bfloat16", "float16"):
-        rs = []
-        for size in (MiB, 4 * MiB, 16 * MiB, 64 * MiB):
-            rs.append((size, runs.time_ratio("half", "allreduce", "auto", (dtype, size // 2),
-                                             ("float32", size))))
-        worst = max((r for _, r in rs if r is not None), default=None)
-        rows.append((f"{dtype} allreduce time ≤ 0.6× float32 (same count, float32 ≥ 1 MiB)",
-                     ", ".join(f"{human(s)} {fmt(r)}" for s, r in rs), check(worst, 0.6, ge=False)))
+    rows += half_targets(runs, "half")
     worst = []
     for op, dtype, size, named in named_times(runs):
         if named:
@@ -239,6 +244,34 @@ def targets(runs: Runs, p: int) -> list:
                      f"{within} of {len(choices)}; worst {w[0]:.2f}× ({w[1]} {w[2]} {human(w[3])}: "
                      f"{w[4]} chosen, {w[5]} best)", "–"))
     return rows
+
+
+def allreduce_targets(runs: Runs, kind: str) -> list:
+    rows = []
+    for size, target in ((64 << 10, 1.0), (MiB, 1.2), (16 * MiB, 1.2), (64 * MiB, 1.5)):
+        r = runs.ratio(kind, "allreduce", "float32", size)
+        rows.append((f"allreduce busbw at {human(size)} ≥ {target}× native", fmt(r), check(r, target)))
+    return rows
+
+
+def half_targets(runs: Runs, kind: str) -> list:
+    rows = []
+    for dtype in ("bfloat16", "float16"):
+        rs = []
+        for size in (MiB, 4 * MiB, 16 * MiB, 64 * MiB):
+            rs.append((size, runs.time_ratio(kind, "allreduce", "auto", (dtype, size // 2),
+                                             ("float32", size))))
+        worst = max((r for _, r in rs if r is not None), default=None)
+        rows.append((f"{dtype} allreduce time ≤ 0.6× float32 (same count, float32 ≥ 1 MiB)",
+                     ", ".join(f"{human(s)} {fmt(r)}" for s, r in rs), check(worst, 0.6, ge=False)))
+    return rows
+
+
+def huge_targets(runs: Runs) -> list:
+    """The allreduce and half-precision targets again, every buffer from
+    pycoll.empty (-M huge), or nothing where the report has no such runs."""
+    rows = allreduce_targets(runs, HUGE_KIND) if runs.bench.get(HUGE_KIND) else []
+    return rows + (half_targets(runs, "half" + HUGE_KIND) if runs.bench.get("half" + HUGE_KIND) else [])
 
 
 def choice_ratios(runs: Runs, p: int) -> list:
@@ -414,7 +447,7 @@ def render() -> None:
             if not runs.bench.get("allreduce"):
                 continue
             p = int(p_dir.name[1:])
-            meta = runs.meta
+            meta = runs.metas["allreduce"]
             nruns = len(runs.bench["allreduce"])
             sections += [f"### {meta['mpi']}, p = {p}{' (oversubscribed: 2 cores)' if p > 2 else ''}", "",
                          f"{meta['date'][:10]}, mpi4py {meta['mpi4py']}, pycoll {meta['pycoll']}; "
@@ -423,6 +456,14 @@ def render() -> None:
                          f"(all made by `python bench/perf_report.py run`)." + half_command(runs, p), "",
                          "| target | measured | |", "|---|---|---|"]
             sections += [f"| {t} | {m} | {v} |" for t, m, v in targets(runs, p)] + [""]
+            huge = huge_targets(runs)
+            if huge:
+                sections += [f"The same targets with every buffer, native's too, from `pycoll.empty` "
+                             f"(huge pages from 256 KiB; the allreduce sweep `mpiexec -n {p} "
+                             f"{command(runs.metas[HUGE_KIND], op=None)}` and the half types' with "
+                             f"`-M huge`, {len(runs.bench[HUGE_KIND])} runs each):", "",
+                             "| target | measured | |", "|---|---|---|"]
+                sections += [f"| {t} | {m} | {v} |" for t, m, v in huge] + [""]
             rows = model_rows(runs, p)
             if rows:
                 sections += ["The model's choice for allreduce (float32) and its predicted time beside "
@@ -459,8 +500,9 @@ def main() -> int:
     parser.add_argument("what", choices=("run", "render"))
     parser.add_argument("--procs", default="2,4")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--parts", default="bench,fusion",
-                        help="what to run: bench (the CLI sweeps, calibration, latency), fusion")
+    parser.add_argument("--parts", default="bench,huge,fusion",
+                        help="what to run: bench (the CLI sweeps, calibration, latency), huge "
+                             "(allreduce on pycoll.empty buffers), fusion")
     parser.add_argument("--resume", action="store_true",
                         help="keep the outputs (and calibration) an interrupted run left, run only the rest")
     args = parser.parse_args()
