@@ -47,6 +47,7 @@ HUGE_PAGE = 2 << 20
 # for little.
 HUGE_FROM = 256 << 10
 _ADVICE = getattr(mmap, "MADV_HUGEPAGE", None)
+_NO_ADVICE = getattr(mmap, "MADV_NOHUGEPAGE", None)
 _PRIVATE = getattr(mmap, "MAP_PRIVATE", None)
 _ANONYMOUS = getattr(mmap, "MAP_ANONYMOUS", None)
 
@@ -62,18 +63,39 @@ def empty(shape, dtype=float) -> np.ndarray:
         out = pycoll.empty(x.shape, x.dtype)      # once
         pycoll.allreduce(x, out=out)              # every step
     """
-    dtype = np.dtype(dtype)
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    nbytes = math.prod(shape) * dtype.itemsize
+    dtype, shape, nbytes = _layout(shape, dtype)
     if nbytes < HUGE_FROM or _ADVICE is None or _PRIVATE is None or _ANONYMOUS is None:
         return np.empty(shape, dtype)
     # Room for the array from the first 2 MiB boundary of the mapping on.
-    length = -(-nbytes // HUGE_PAGE) * HUGE_PAGE + HUGE_PAGE
+    return _mapped(shape, dtype, nbytes, -(-nbytes // HUGE_PAGE) * HUGE_PAGE + HUGE_PAGE,
+                   HUGE_PAGE, _ADVICE)
+
+
+def empty_small_pages(shape, dtype=float) -> np.ndarray:
+    """An uninitialised array on 4 KiB pages whatever its size, in a
+    mapping of its own advised MADV_NOHUGEPAGE (the benchmark's ``-M
+    small``: every buffer on the same pages, whatever the process
+    allocated before); ``numpy.empty`` where the advice is not at hand."""
+    dtype, shape, nbytes = _layout(shape, dtype)
+    if _NO_ADVICE is None or _PRIVATE is None or _ANONYMOUS is None:
+        return np.empty(shape, dtype)
+    return _mapped(shape, dtype, nbytes, max(nbytes, 1), mmap.PAGESIZE, _NO_ADVICE)
+
+
+def _layout(shape, dtype) -> tuple:
+    dtype = np.dtype(dtype)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    return dtype, shape, math.prod(shape) * dtype.itemsize
+
+
+def _mapped(shape, dtype, nbytes: int, length: int, align: int, advice: int) -> np.ndarray:
+    """The array at the first *align* boundary of a new private anonymous
+    mapping of *length* bytes, advised *advice* before anything touches it."""
     region = mmap.mmap(-1, length, flags=_PRIVATE | _ANONYMOUS)
     try:
-        region.madvise(_ADVICE)
+        region.madvise(advice)
     except OSError:
-        pass                                # transparent huge pages off: 4 KiB pages
+        pass                                # no transparent huge pages: 4 KiB pages anyway
     raw = np.frombuffer(region, np.uint8)
-    start = -raw.ctypes.data % HUGE_PAGE
+    start = -raw.ctypes.data % align
     return raw[start:start + nbytes].view(dtype).reshape(shape)

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from mpirun import launch
@@ -125,22 +126,38 @@ def test_equal_counts_time_the_dtypes_at_one_count(tmp_path, p):
         assert dtypes == ({"float32", "float16", "int32"} if redop == "sum" else {"int32"})
 
 
-@pytest.mark.parametrize("p", [2, 3])
-def test_huge_memory_runs_every_case_on_pycoll_empty_buffers(tmp_path, p):
-    # -M huge: buffers from pycoll.empty (huge pages from 256 KiB), every
-    # result still checked; the meta says which memory the run used.
+@pytest.mark.parametrize("p, memory", [(2, "huge"), (3, "huge"), (2, "small")])
+def test_memory_modes_run_every_case_on_their_buffers(tmp_path, p, memory):
+    # -M huge: buffers from pycoll.empty (huge pages from 256 KiB); -M
+    # small: all on 4 KiB pages. Every result still checked; the meta
+    # says which memory the run used.
     out = tmp_path / "run.json"
     proc = launch(p, ["-m", "pycoll.bench", "allreduce", "-b", "64K", "-e", "1M", "-f", "16",
-                      "-n", "2", "-w", "1", "-M", "huge", "-a", "ring,rabenseifner,native",
+                      "-n", "2", "-w", "1", "-M", memory, "-a", "ring,rabenseifner,native",
                       "--json", out], timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "memory huge" in proc.stdout and "# Out of bounds values : 0 OK" in proc.stdout
+    assert f"memory {memory}" in proc.stdout and "# Out of bounds values : 0 OK" in proc.stdout
     data = json.loads(out.read_text())
-    assert data["meta"]["memory"] == "huge"
+    assert data["meta"]["memory"] == memory
     assert len(data["rows"]) == 2 * 3 * 2 and all(r["wrong"] == 0 for r in data["rows"])
 
 
-def test_bench_buffers_from_pycoll_empty():
+def vm_flags(a) -> set:
+    """The VmFlags of the memory maps array a spans (Linux): "hg" for
+    MADV_HUGEPAGE, "nh" for MADV_NOHUGEPAGE."""
+    lo, hi, flags, inside = a.ctypes.data, a.ctypes.data + a.nbytes, set(), False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 5 and "-" in fields[0] and ":" not in fields[0]:
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                inside = end > lo and start < hi
+            elif inside and fields[0] == "VmFlags:":
+                flags.update(fields[1:])
+    return flags
+
+
+def test_bench_buffers_by_memory_mode():
     import mmap
 
     from pycoll._dtypes import Op
@@ -148,11 +165,17 @@ def test_bench_buffers_from_pycoll_empty():
     from pycoll.bench.ops import SPECS, Bench
     if not hasattr(mmap, "MADV_HUGEPAGE"):
         pytest.skip("no MADV_HUGEPAGE here: pycoll.empty is numpy.empty")
-    huge = Bench(SPECS["allreduce"], "float32", HUGE_FROM // 4, 2, 0, 0, Op.SUM, huge=True)
-    plain = Bench(SPECS["allreduce"], "float32", HUGE_FROM // 4, 2, 0, 0, Op.SUM)
-    for b in (huge, plain):
-        assert b.send.shape == b.recv.shape == (HUGE_FROM // 4,) and not b.send.any()
+    benches = {m: Bench(SPECS["allreduce"], "float32", HUGE_FROM // 4, 2, 0, 0, Op.SUM, memory=m)
+               for m in ("numpy", "huge", "small")}
+    for b in benches.values():
+        assert b.send.shape == b.recv.shape == (HUGE_FROM // 4,) and b.send.dtype == np.float32
+        assert not b.send.any() and not b.recv.any()
+    huge, small = benches["huge"], benches["small"]
     assert huge.send.ctypes.data % HUGE_PAGE == 0 and huge.recv.ctypes.data % HUGE_PAGE == 0
+    # Each small-pages buffer is a mapping of its own, advised against huge pages.
+    assert small.send.ctypes.data % mmap.PAGESIZE == 0 and small.recv.ctypes.data % mmap.PAGESIZE == 0
+    assert "nh" in vm_flags(small.send) and "hg" not in vm_flags(small.send)
+    assert "hg" in vm_flags(huge.send) and "nh" not in vm_flags(huge.send)
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -70,9 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with several dtypes (-d), time them at equal element counts, "
                              "taking turns within every round as the algorithms do: sizes are "
                              "the first dtype's bytes (for ratios between dtypes)")
-    parser.add_argument("-M", "--memory", choices=("numpy", "huge"), default="numpy",
-                        help="every case's buffers from numpy.zeros, or from pycoll.empty: on "
-                             "huge pages from 1 MiB (Note [Huge pages] in pycoll/_memory.py)")
+    parser.add_argument("-M", "--memory", choices=("numpy", "huge", "small"), default="numpy",
+                        help="every case's buffers from numpy (their pages depend on what was "
+                             "allocated before), from pycoll.empty (huge pages from 256 KiB), or "
+                             "all on 4 KiB pages (Note [Huge pages] in pycoll/_memory.py)")
     parser.add_argument("-c", "--check", type=int, choices=(0, 1), default=1,
                         help="check every result (1) or not (0)")
     parser.add_argument("-d", "--datatype", default="float32",
@@ -288,7 +289,7 @@ def run(args) -> int:
                         actual = spec.size(count, dtype.itemsize, p)
                         rounded |= actual != size and dtype is group[0]
                         bench = Bench(spec, dtype.numpy, count, p, rank, max(root, 0),
-                                      redop or Op.SUM, huge=args.memory == "huge")
+                                      redop or Op.SUM, memory=args.memory)
                         expected = spec.expected(bench) if args.check else None
                         benches[dtype.name] = (bench, expected, actual)
                     cases = [(d.name, a, inplace) for d in dtypes for a in algorithms

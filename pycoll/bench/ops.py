@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from pycoll._dtypes import Op
-from pycoll._memory import empty
+from pycoll._memory import empty, empty_small_pages
 
 F32 = np.float32
 
@@ -57,22 +57,25 @@ def reduce_values(dtype, n: int, p: int, op: Op) -> np.ndarray:
     return acc.astype(dt)
 
 
-class Bench:
-    """The buffers of one (op, dtype, size) on one rank: from numpy.zeros,
-    or with *huge* from pycoll.empty (huge pages from 1 MiB, Note [Huge
-    pages] in pycoll/_memory.py), zeroed."""
+# How the benchmark's buffers are allocated (-M): numpy's allocator, whose
+# pages depend on what the process allocated before (numpy advises huge
+# pages from 4 MiB and glibc reuses freed memory with its advice), or
+# every buffer on huge pages from 256 KiB, or every one on 4 KiB pages
+# (Note [Huge pages] in pycoll/_memory.py).
+MEMORY = {"numpy": np.zeros, "huge": empty, "small": empty_small_pages}
 
-    def __init__(self, spec, dtype, count, p, rank, root, redop, huge=False):
+
+class Bench:
+    """The buffers of one (op, dtype, size) on one rank, zeroed, from one
+    of MEMORY's allocators."""
+
+    def __init__(self, spec, dtype, count, p, rank, root, redop, memory="numpy"):
         self.spec, self.dtype, self.count = spec, np.dtype(dtype), count
         self.p, self.rank, self.root, self.redop = p, rank, root, redop
         send, recv = spec.elements(count, p)
-        if huge:
-            self.send, self.recv = empty(send, self.dtype), empty(recv, self.dtype)
-            self.send[...] = 0
-            self.recv[...] = 0
-        else:
-            self.send = np.zeros(send, self.dtype)
-            self.recv = np.zeros(recv, self.dtype)
+        self.send, self.recv = MEMORY[memory](send, self.dtype), MEMORY[memory](recv, self.dtype)
+        self.send[...] = 0
+        self.recv[...] = 0
 
     def fill(self):
         self.spec.fill(self)
