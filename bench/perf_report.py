@@ -149,9 +149,9 @@ class Runs:
             if kind in ("latency", "fusion"):
                 (self.bench["latency"] if kind == "latency" else self.fusion).append(data)
                 continue
-            self.meta = self.metas[kind] = data["meta"]
+            meta = self.metas[kind] = data["meta"]
             # Runs made before the harness dropped Open MPI's trailing NUL.
-            self.meta["mpi"] = self.meta["mpi"].replace("\0", "")
+            meta["mpi"] = meta["mpi"].replace("\0", "")
             rows = {(r["op"], r["algorithm"], r["dtype"], r["size"], r["inplace"]): r for r in data["rows"]}
             self.bench[kind].append(rows)
         self.tuning = json.loads((where / "tuning.json").read_text()) if (where / "tuning.json").exists() else None

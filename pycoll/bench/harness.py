@@ -26,7 +26,7 @@ import numpy as np
 import pycoll
 from pycoll._dtypes import BY_NAME, Op, check_op, op_of
 from pycoll.algorithms import ALGORITHMS
-from pycoll.bench.ops import SPECS, Bench
+from pycoll.bench.ops import MEMORY, SPECS, Bench
 
 OPS = list(SPECS)
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with several dtypes (-d), time them at equal element counts, "
                              "taking turns within every round as the algorithms do: sizes are "
                              "the first dtype's bytes (for ratios between dtypes)")
-    parser.add_argument("-M", "--memory", choices=("numpy", "huge", "small"), default="numpy",
+    parser.add_argument("-M", "--memory", choices=tuple(MEMORY), default="numpy",
                         help="every case's buffers from numpy (their pages depend on what was "
                              "allocated before), from pycoll.empty (huge pages from 256 KiB), or "
                              "all on 4 KiB pages (Note [Huge pages] in pycoll/_memory.py)")

@@ -62,7 +62,15 @@ def reduce_values(dtype, n: int, p: int, op: Op) -> np.ndarray:
 # pages from 4 MiB and glibc reuses freed memory with its advice), or
 # every buffer on huge pages from 256 KiB, or every one on 4 KiB pages
 # (Note [Huge pages] in pycoll/_memory.py).
-MEMORY = {"numpy": np.zeros, "huge": empty, "small": empty_small_pages}
+def _zeroed(allocate):
+    def zeros(count, dtype):
+        a = allocate(count, dtype)
+        a[...] = 0
+        return a
+    return zeros
+
+
+MEMORY = {"numpy": np.zeros, "huge": _zeroed(empty), "small": _zeroed(empty_small_pages)}
 
 
 class Bench:
@@ -73,9 +81,8 @@ class Bench:
         self.spec, self.dtype, self.count = spec, np.dtype(dtype), count
         self.p, self.rank, self.root, self.redop = p, rank, root, redop
         send, recv = spec.elements(count, p)
-        self.send, self.recv = MEMORY[memory](send, self.dtype), MEMORY[memory](recv, self.dtype)
-        self.send[...] = 0
-        self.recv[...] = 0
+        zeros = MEMORY[memory]
+        self.send, self.recv = zeros(send, self.dtype), zeros(recv, self.dtype)
 
     def fill(self):
         self.spec.fill(self)
