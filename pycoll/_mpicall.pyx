@@ -59,6 +59,10 @@ from pycoll._memory import empty
 from pycoll.errors import CollectiveTimeout
 from pycoll._kernels.reduce cimport pycoll_binary_loop, itemsize_of, loop_for, scale_buffer
 
+cdef extern from "kernels.h" nogil:
+    int pycoll_pages_ready()
+    long long pycoll_huge_bytes(const void *buf, size_t n)
+
 ctypedef intptr_t handle_t
 
 ctypedef int (*send_fn)(const void *buf, int count, handle_t dtype, int dest, int tag,
@@ -352,8 +356,92 @@ cdef enum:
     SLOT_LANE = 0               # what arrives before it is reduced in place
     SLOT_OUTPUT = 1             # a reduce_scatter's partial sums
     SLOT_WORK = 2               # a StepLane's work buffer
-    C_SLOTS = 3
-SLOT_NAMES = ("lane", "output", "work")
+    SLOT_STAGE = 3              # a send's copy on huge pages (Note [Staging sends])
+    C_SLOTS = 4
+SLOT_NAMES = ("lane", "output", "work", "stage")
+
+# Note [Staging sends]
+# ~~~~~~~~~~~~~~~~~~~~
+# Between two ranks of this node, both MPI libraries move a large message
+# with one copy that the receiver makes out of the sender's pages, and it
+# costs several times more per byte when those are 4 KiB pages (Note [Huge
+# pages] in pycoll/_memory.py); the receiver's own pages hardly matter.
+# One MPI_Sendrecv each way at p = 2 between buffers on 4 KiB pages, as it
+# is -> with the send first copied into a buffer on huge pages (the copy
+# included), and pycoll's float32 allreduce of a numpy array with staging
+# off -> on (`mpiexec -n 2 python bench/staging.py`, one launch each, us):
+#
+#              MPICH                                Open MPI
+#              sendrecv     ring        rec. dbl.   sendrecv     ring        rec. dbl.
+#     128 KiB    12 -> 15     24 -> 24    13 -> 14    10 -> 13     21 -> 21    12 -> 12
+#     256 KiB    19 -> 13     33 -> 34    25 -> 17    18 -> 13     31 -> 33    23 -> 17
+#     1 MiB      72 -> 47     98 -> 72    98 -> 76    72 -> 45     93 -> 65    97 -> 68
+#     4 MiB     424 -> 236   278 -> 223  258 -> 264  375 -> 217   245 -> 192  155 -> 167
+#     8 MiB    1151 -> 1014  530 -> 529  620 -> 613 1186 -> 880   511 -> 518  634 -> 610
+#     16 MiB   2494 -> 2701 1293 -> 1252 2176 -> 2108 2473 -> 2531 1190 -> 1206 2027 -> 2220
+#
+# (The ring sends half the vector per step, so its 256 KiB call sends
+# 128 KiB messages; recursive doubling's 4 MiB numpy input is half on huge
+# pages and goes as it is.)
+#
+# So a send of STAGE_FROM to STAGE_UP_TO bytes from a buffer mostly on
+# small pages (a numpy array under 4 MiB, usually) is copied into the
+# communicator's "stage" scratch, on huge pages, and sent from there. The
+# kernel tells which pages are huge: one PAGEMAP_SCAN ioctl on
+# /proc/self/pagemap (Linux 6.7 and later; a few us for a range of this
+# size). Where it cannot tell, nothing is staged. Below STAGE_FROM the page
+# size makes no difference (MPI's eager copies) and the copy is pure cost;
+# from 16 MiB the transfer is as slow as memory either way. A 4 or 8 MiB
+# numpy array is already half or more on huge pages (numpy advises them)
+# and goes as it is. The bytes sent are the same, so results do not change.
+# The stage costs memory: up to STAGE_UP_TO bytes (whole 2 MiB pages) per
+# communicator that has staged a send.
+# Once, of four in-process A/B launches on MPICH, staging made the
+# allreduce 1.4-1.9x slower from 1 to 4 MiB for a whole launch (a phase of
+# this shared host, or an effect not understood); the other launches and
+# both libraries' benchmark runs gained as above.
+cdef enum:
+    STAGE_FROM = 256 << 10
+    STAGE_UP_TO = 8 << 20
+
+
+cdef bint staging = True
+
+
+def set_staging(bint on) -> bool:
+    """Turn staging on or off in this process (for A/B measurements and
+    tests; the messages are the same either way); the previous setting."""
+    global staging
+    was, staging = staging, on
+    return was
+
+
+cdef inline const char *staged(const char *buf, Py_ssize_t n, char *stage) noexcept nogil:
+    """*buf*, or its copy in *stage* (room for STAGE_UP_TO bytes, or NULL:
+    stage nothing) when it is a send worth staging (Note [Staging sends])."""
+    cdef long long huge
+    if stage == NULL or n < STAGE_FROM or n > STAGE_UP_TO:
+        return buf
+    huge = pycoll_huge_bytes(buf, n)
+    if huge < 0 or 2 * huge >= n:
+        return buf
+    memcpy(stage, buf, n)
+    return stage
+
+
+def huge_page_bytes(buf):
+    """How many bytes of *buf* (a contiguous buffer) lie on huge pages, or
+    None where the kernel cannot tell (Note [Staging sends])."""
+    cdef Py_buffer b
+    cdef long long huge
+    PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
+    try:
+        if not pycoll_pages_ready():
+            return None
+        huge = pycoll_huge_bytes(b.buf, b.len)
+    finally:
+        PyBuffer_Release(&b)
+    return None if huge < 0 else huge
 
 
 cdef class CallResources:
@@ -424,6 +512,39 @@ cdef class CallResources:
             self.grow(SLOT_NAMES[slot], nbytes)
         data[0] = self.ptr[slot]
         return self.held[slot]
+
+    cdef object stage(self, Py_ssize_t largest, char **data):
+        """The "stage" slot for a call whose sends are of up to *largest*
+        bytes (Note [Staging sends]): its buffer, with *data* pointing to
+        it, or None with *data* NULL where no send of the call would be
+        staged. The caller keeps the returned array while it uses *data*."""
+        data[0] = NULL
+        if not staging or largest < STAGE_FROM or not pycoll_pages_ready():
+            return None
+        return self.borrow(SLOT_STAGE, min(largest, <Py_ssize_t>STAGE_UP_TO), data)
+
+    def staged(self, buf):
+        """*buf*, or a copy of it in the "stage" scratch when sending that
+        copy is faster (Note [Staging sends]): for the general path's
+        blocking sends (pycoll/_p2p.py). The copy is valid until the next
+        staged send."""
+        cdef Py_buffer b
+        cdef const char *source
+        cdef char *stage
+        if not staging or type(buf) is not ndarray or not STAGE_FROM <= buf.nbytes <= STAGE_UP_TO \
+                or not pycoll_pages_ready():
+            return buf
+        try:
+            PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
+        except (BufferError, ValueError, TypeError):
+            return buf
+        try:
+            held = self.borrow(SLOT_STAGE, b.len, &stage)
+            with nogil:
+                source = staged(<const char *>b.buf, b.len, stage)
+        finally:
+            PyBuffer_Release(&b)
+        return buf if source != stage else self.scratch("stage", b.len)
 
     def clear(self) -> None:
         """Release every buffer (Communicator.free)."""
@@ -571,7 +692,7 @@ cdef class Lane:
     cdef object base, shape, dtype, collective, algorithm
     cdef pycoll_binary_loop loop
     cdef int code, nsteps, divisor, stuck_peer, stuck_step
-    cdef bint gets_result
+    cdef bint gets_result, sends
     cdef double deadline
     cdef Py_ssize_t nbytes, count, align
     cdef int kinds[MAX_STEPS]
@@ -596,9 +717,11 @@ cdef class Lane:
         self.collective, self.algorithm = collective, algorithm
         self.deadline = 0.0
         self.nsteps = len(steps)
+        self.sends = False
         for i, step in enumerate(steps):
             self.kinds[i], self.peers[i] = step[0], step[1]
             self.lefts[i] = step[2] if len(step) > 2 else 0
+            self.sends |= step[0] in (SEND, EXCHANGE)
         # The received partial lands in the communicator's scratch, borrowed
         # per call: plans are many, one buffer per plan would add up.
         self.calls = base._calls
@@ -617,9 +740,11 @@ cdef class Lane:
         return c_sendrecv(sbuf, n, BYTE, peer, tag, rbuf, n, BYTE, peer, tag, comm,
                           self.transport.status)
 
-    cdef int execute(self, char *send, char *data, char *theirs, int tag) noexcept nogil:
+    cdef int execute(self, char *send, char *data, char *theirs, char *stage,
+                     int tag) noexcept nogil:
         """The schedule: the partial starts in send and lives in data from
-        its first receipt or reduction (as _schedule.execute)."""
+        its first receipt or reduction (as _schedule.execute). What it
+        sends goes through *stage* when that pays (Note [Staging sends])."""
         cdef char *mine = send
         cdef char *into
         cdef handle_t comm = self.transport.comm
@@ -628,7 +753,7 @@ cdef class Lane:
         for i in range(self.nsteps):
             peer = self.peers[i]
             if self.kinds[i] == SEND:
-                rc = self.transfer(mine, NULL, peer, n, tag, comm)
+                rc = self.transfer(staged(mine, n, stage), NULL, peer, n, tag, comm)
             elif self.kinds[i] == RECV:
                 rc = self.transfer(NULL, data, peer, n, tag, comm)
                 mine = data
@@ -640,7 +765,7 @@ cdef class Lane:
                 if self.kinds[i] == RECV_REDUCE:
                     rc = self.transfer(NULL, into, peer, n, tag, comm)
                 else:
-                    rc = self.transfer(mine, into, peer, n, tag, comm)
+                    rc = self.transfer(staged(mine, n, stage), into, peer, n, tag, comm)
                 if rc == 0:
                     if self.lefts[i]:
                         self.loop(data, into, mine, self.count)
@@ -667,6 +792,7 @@ cdef class Lane:
         (Note [Lane deadlines])."""
         cdef Operands o
         cdef char *theirs
+        cdef char *stage
         cdef int rc, tag
         cdef double started = 0.0
         if not self.gets_result:
@@ -681,10 +807,11 @@ cdef class Lane:
         try:
             tag = self.calls.next_tag()
             held = self.calls.borrow(SLOT_LANE, self.nbytes, &theirs)
+            staging = self.calls.stage(self.nbytes if self.sends else 0, &stage)
             self.deadline = deadline
             with nogil:
                 started = monotonic()
-                rc = self.execute(o.xp, o.outp, theirs, tag)
+                rc = self.execute(o.xp, o.outp, theirs, stage, tag)
                 if rc == 0 and self.divisor and self.gets_result:
                     scale_buffer(self.code, o.outp, o.outp, self.divisor, self.count)
         finally:
@@ -724,7 +851,7 @@ cdef class ReduceScatterLane:
     cdef pycoll_binary_loop loop
     cdef int code, nsteps, divisor, stuck_peer, stuck_step
     cdef double deadline
-    cdef Py_ssize_t nbytes, total, align, tempbytes
+    cdef Py_ssize_t nbytes, total, align, tempbytes, largest_send
     cdef bint uses_partial
     cdef int dest[MAX_STEPS]
     cdef int source[MAX_STEPS]
@@ -749,7 +876,7 @@ cdef class ReduceScatterLane:
         self.divisor = divisor              # AVG: divide by p; 0: no division
         self.align = 8 if itemsize_of(code) == 16 else itemsize_of(code)
         self.nsteps = len(steps)
-        self.tempbytes, self.uses_partial = 0, False
+        self.tempbytes, self.uses_partial, self.largest_send = 0, False, 0
         for i, (dest, source, (slo, sn), (rlo, rn), flags) in enumerate(steps):
             self.dest[i], self.source[i], self.flags[i] = dest, source, flags
             self.send_lo[i], self.send_n[i], self.recv_lo[i], self.recv_n[i] = slo, sn, rlo, rn
@@ -757,11 +884,13 @@ cdef class ReduceScatterLane:
                 self.uses_partial = True
             if reduces_in_place(flags):
                 self.tempbytes = max(self.tempbytes, rn)
+            if dest >= 0:
+                self.largest_send = max(self.largest_send, sn)
         self.total = total
         # This rank's block; no steps: every block is empty (api.py, Note [Empty lanes]).
         self.nbytes = self.recv_n[self.nsteps - 1] if self.nsteps else 0
 
-    cdef int execute(self, char *send, char *partial, char *result, char *temp,
+    cdef int execute(self, char *send, char *partial, char *result, char *temp, char *stage,
                      int tag) noexcept nogil:
         cdef handle_t comm = self.transport.comm
         cdef const char *sbuf
@@ -777,7 +906,8 @@ cdef class ReduceScatterLane:
                 continue
             sbuf = NULL
             if self.dest[i] >= 0:
-                sbuf = (partial if f & RS_SEND_PARTIAL else send) + self.send_lo[i]
+                sbuf = staged((partial if f & RS_SEND_PARTIAL else send) + self.send_lo[i],
+                              self.send_n[i], stage)
             into = result if f & RS_INTO_RESULT else partial + self.recv_lo[i]
             mine = (partial if f & RS_MINE_PARTIAL else send) + self.recv_lo[i]
             rbuf = NULL
@@ -816,6 +946,7 @@ cdef class ReduceScatterLane:
         cdef double started = 0.0
         cdef char *pp = NULL
         cdef char *tp = NULL
+        cdef char *sp = NULL
         result = lane_output(out, self.shape, self.dtype)
         if result is NOT_TAKEN or not take_operands(&o, x, True, self.total, result,
                                                     self.align, False):
@@ -824,10 +955,11 @@ cdef class ReduceScatterLane:
             tag = self.calls.next_tag()
             partial = self.calls.borrow(SLOT_OUTPUT, self.total, &pp) if self.uses_partial else None
             temp = self.calls.borrow(SLOT_LANE, self.tempbytes, &tp) if self.tempbytes else None
+            staging = self.calls.stage(self.largest_send, &sp)
             self.deadline = deadline
             with nogil:
                 started = monotonic()
-                rc = self.execute(o.xp, pp, o.outp, tp, tag)
+                rc = self.execute(o.xp, pp, o.outp, tp, sp, tag)
                 if rc == 0 and self.divisor:
                     scale_buffer(self.code, o.outp, o.outp, self.divisor,
                                  <size_t>self.nbytes // itemsize_of(self.code))

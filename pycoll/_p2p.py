@@ -76,7 +76,7 @@ class Channel:
 
     __slots__ = ("comm", "tag", "segment", "op", "dtype", "reduce", "scratch", "deadline", "step",
                  "collective", "algorithm", "steps", "start", "_base", "_mpi", "_byte", "_c",
-                 "_peers")
+                 "_peers", "_staged")
 
     def __init__(self, base, tag: int, op: int = -1, dtype: int = -1,
                  segment: int = MAX_SEGMENT_BYTES):
@@ -90,6 +90,9 @@ class Channel:
         self.reduce = functools.partial(_reduce, op, dtype)
         # scratch(slot, nbytes): the communicator's reusable buffers.
         self.scratch = base.scratch
+        # staged(buf): buf, or its copy on huge pages where sending that is
+        # faster (Note [Staging sends] in pycoll/_mpicall.pyx).
+        self._staged = base._calls.staged
         self._mpi = mpi()
         self._byte = self._mpi.BYTE
         # Single messages go through C calls when the communicator has them
@@ -171,6 +174,7 @@ class Channel:
 
     def send(self, buf, dest: int) -> None:
         self.step += 1
+        buf = self._staged(buf)
         n = len(buf)
         if 0 < n <= self.segment and self.deadline is None and type(buf) is not Pieces:
             if self._c is not None:
@@ -194,6 +198,8 @@ class Channel:
     def sendrecv(self, sendbuf, dest: int, recvbuf, source: int) -> None:
         """Send to *dest* while receiving from *source* (either may be None)."""
         self.step += 1
+        if sendbuf is not None:
+            sendbuf = self._staged(sendbuf)
         ns = 0 if sendbuf is None else len(sendbuf)
         nr = 0 if recvbuf is None else len(recvbuf)
         if 0 < ns <= self.segment and 0 < nr <= self.segment and self.deadline is None \
@@ -322,6 +328,7 @@ class Channel:
                         out=None) -> None:
         """Send *sendbuf* to *dest* while receiving from *source* and reducing
         with *acc* into *out* (default *acc*): one step of a ring reduce-scatter."""
+        sendbuf = self._staged(sendbuf)
         n = len(acc)
         if 0 < n <= self.segment and 0 < len(sendbuf) <= self.segment and self.deadline is None \
                 and type(acc) is not Pieces and type(sendbuf) is not Pieces:

@@ -1194,6 +1194,53 @@ def reduce_lane_cases(run):
     run.count += 1
 
 
+def group_staging(run):
+    """Sends of 256 KiB-8 MiB from inputs on 4 KiB pages go out of a copy
+    on huge pages (Note [Staging sends] in pycoll/_mpicall.pyx): every
+    allreduce, reduce and reduce_scatter algorithm gives the same bits
+    with staging on and off, on the lanes (repeated calls) and the
+    general path alike, and leaves the input as it was."""
+    from pycoll._memory import empty_small_pages
+    from pycoll._mpicall import huge_page_bytes, set_staging
+
+    comm, p, r = run.comm, run.p, run.r
+    can_tell = huge_page_bytes(np.ones(1)) is not None
+    for collective in ("allreduce", "reduce", "reduce_scatter"):
+        for algo in ALGORITHMS[collective]:
+            for dtype, count in (("float32", 70_000 * p), ("bfloat16", 300_000)):
+                name = f"staging {collective} {algo} {dtype} {count}"
+                xs = [rank_data(dtype, (count,), i, seed_of(name), Op.SUM) for i in range(p)]
+                x = empty_small_pages(count, BY_NAME[dtype].numpy)
+                x[:] = xs[r]
+                want = reduce_ranks(Op.SUM, xs)
+                if collective == "reduce_scatter":
+                    want = np.array_split(want, p)[r]
+                got = []
+                for staging in (True, False, True):
+                    set_staging(staging)
+                    try:
+                        if collective == "reduce":
+                            y = comm.reduce(x, root=p - 1, algorithm=algo)
+                        else:
+                            y = getattr(comm, collective)(x, algorithm=algo)
+                    finally:
+                        set_staging(True)
+                    assert np.array_equal(bits(x), bits(xs[r])), f"{name}: x changed"
+                    if collective != "reduce" or r == p - 1:
+                        run.check(f"{name} staging {staging}", y, want)
+                        got.append(y)
+                if got:
+                    assert all(np.array_equal(bits(g), bits(got[0])) for g in got), name
+    if can_tell and p == 2:
+        # The last call's first message went out of the stage, a copy of x.
+        x = empty_small_pages(1 << 18, np.float32)
+        x[:] = r + 1
+        comm.allreduce(x, algorithm="recursive_doubling")
+        stage = comm._calls.scratch("stage", x.nbytes)
+        assert np.array_equal(stage.view(np.float32), x), "the send was not staged"
+        run.count += 1
+
+
 def reduce_scatter_lane_cases(run):
     """The reduce_scatter lane (ReduceScatterLane in pycoll/_mpicall.pyx)
     beside the general path: repeated calls of every (op, dtype) with

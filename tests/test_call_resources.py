@@ -2,8 +2,11 @@
 pycoll/_mpicall.pyx), which the C lanes and the general path share; run
 without MPI."""
 import numpy as np
+import pytest
 
-from pycoll._mpicall import CallResources
+import pycoll
+from pycoll._memory import HUGE_PAGE, empty_small_pages
+from pycoll._mpicall import CallResources, huge_page_bytes, set_staging
 
 
 def test_tags_count_up_and_wrap_after_tag_ub():
@@ -34,3 +37,57 @@ def test_clear_releases_every_buffer():
     for slot, old in before.items():
         new = calls.scratch(slot, 64)
         assert new.shape == (64,) and not np.shares_memory(new, old), slot
+
+
+# Note [Staging sends] in pycoll/_mpicall.pyx: a send of 256 KiB to 8 MiB
+# from a buffer mostly on 4 KiB pages goes out of a copy on huge pages.
+STAGE_FROM, STAGE_UP_TO = 256 << 10, 8 << 20
+CAN_TELL = huge_page_bytes(np.ones(1)) is not None
+
+
+def test_huge_page_bytes_counts_the_bytes_on_huge_pages():
+    if not CAN_TELL:
+        pytest.skip("this kernel cannot tell huge pages (PAGEMAP_SCAN is Linux 6.7+)")
+    small = empty_small_pages(1 << 20, np.uint8)
+    small[:] = 1
+    assert huge_page_bytes(small) == 0
+    assert huge_page_bytes(small[:0]) == 0
+    huge = pycoll.empty(HUGE_PAGE, np.uint8)
+    huge[:] = 1                                     # touched: the page is made now
+    got = huge_page_bytes(huge)
+    # The kernel may give 4 KiB pages where memory is fragmented.
+    assert got in (0, HUGE_PAGE)
+    if got:
+        assert huge_page_bytes(huge[100:4196]) == 4096
+
+
+@pytest.mark.parametrize("nbytes", [STAGE_FROM, 1 << 20, STAGE_UP_TO])
+def test_a_send_from_small_pages_is_staged_as_a_copy(nbytes):
+    if not CAN_TELL:
+        pytest.skip("this kernel cannot tell huge pages: nothing is staged")
+    calls = CallResources(1 << 20)
+    x = empty_small_pages(nbytes, np.uint8)
+    x[:] = np.arange(nbytes) % 251
+    before = x.copy()
+    sent = calls.staged(x)
+    assert sent is not x and not np.shares_memory(sent, x)
+    assert np.shares_memory(sent, calls.scratch("stage", nbytes))
+    assert np.array_equal(sent, before) and np.array_equal(x, before)
+    was = set_staging(False)
+    try:
+        assert calls.staged(x) is x
+    finally:
+        set_staging(was)
+
+
+def test_what_is_not_staged_is_sent_as_it_is():
+    calls = CallResources(1 << 20)
+    small = empty_small_pages(STAGE_UP_TO + 4096, np.uint8)
+    small[:] = 1
+    for buf in (small[:STAGE_FROM - 1], small[:STAGE_UP_TO + 1], small[::2][:STAGE_FROM],
+                [1, 2, 3], None):
+        assert calls.staged(buf) is buf
+    huge = pycoll.empty(1 << 20, np.uint8)
+    huge[:] = 1
+    if CAN_TELL and 2 * huge_page_bytes(huge) >= huge.nbytes:
+        assert calls.staged(huge) is huge             # already on huge pages

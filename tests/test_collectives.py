@@ -55,6 +55,14 @@ def test_lanes_with_the_tuners_segments(p):
     run_ranks(p, "lane", env={"PYCOLL_SEGMENT_BYTES": None})
 
 
+@pytest.mark.parametrize("p, transport", [(2, None), (3, None), (2, "mpi4py")])
+def test_staged_sends(p, transport):
+    """Sends from 4 KiB pages staged on huge pages (Note [Staging sends]):
+    the same bits with staging on and off, on the lanes and on mpi4py's
+    calls (the general path)."""
+    run_ranks(p, "staging", env={"PYCOLL_TRANSPORT": transport} if transport else None)
+
+
 def test_mpi4py_transport():
     """PYCOLL_TRANSPORT=mpi4py: every message through mpi4py, same results."""
     run_ranks(3, "reductions", env={"PYCOLL_TRANSPORT": "mpi4py"})

@@ -78,4 +78,8 @@ int pycoll_half_narrow(int dtype, uint16_t *out, const float *x, size_t n);
 void pycoll_stream_copy(void *dst, const void *src, size_t n);
 void pycoll_stream_fence(void);
 
+/* pages.c: which bytes of a buffer lie on huge pages. */
+int pycoll_pages_ready(void);
+long long pycoll_huge_bytes(const void *buf, size_t n);
+
 #endif

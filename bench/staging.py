@@ -1,0 +1,93 @@
+"""Staged sends (Note [Staging sends] in pycoll/_mpicall.pyx), measured
+two ways at p = 2.
+
+    mpiexec -n 2 python bench/staging.py [--sizes 128K,256K,1M,4M,8M,16M] [--rounds 9]
+
+"sendrecv": one MPI_Sendrecv each way between buffers on 4 KiB pages, as
+it is and with the send first copied into a buffer on huge pages (the
+copy included in the time). "allreduce": pycoll's float32 allreduce (ring
+and recursive doubling) of a numpy array, staging on and off taking turns
+in every round. Each time is the median over rounds of the largest over
+ranks of the mean call.
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import pycoll
+from pycoll import _mpicall
+from pycoll._memory import empty, empty_small_pages
+from pycoll.bench.harness import parse_size
+
+
+def timed(world, calls: dict, rounds: int, seconds: float = 2e-3) -> dict:
+    """Median seconds per call of each of *calls*, taking turns in every round."""
+    iters = {}
+    for name, call in calls.items():
+        call()
+        start = time.perf_counter()
+        call()
+        once = world.allreduce(time.perf_counter() - start, op=MPI.MAX)
+        iters[name] = max(2, min(1000, int(seconds / max(once, 1e-7))))
+    times = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            world.Barrier()
+            start = time.perf_counter()
+            for _ in range(iters[name]):
+                call()
+            times[name].append(world.allreduce((time.perf_counter() - start) / iters[name],
+                                               op=MPI.MAX))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def with_staging(on: bool, call):
+    def run():
+        was = _mpicall.set_staging(on)
+        try:
+            call()
+        finally:
+            _mpicall.set_staging(was)
+    return run
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="128K,256K,1M,4M,8M,16M")
+    parser.add_argument("--rounds", type=int, default=9)
+    args = parser.parse_args()
+    world = MPI.COMM_WORLD
+    if world.size != 2:
+        raise SystemExit("bench/staging.py runs on 2 ranks")
+    comm = pycoll.Communicator()
+    peer, say = 1 - world.rank, (print if world.rank == 0 else (lambda *a, **k: None))
+    say(f"# {MPI.Get_library_version().split(chr(10))[0].split(",")[0].strip()}; times in us")
+    say(f"# {'bytes':>9} {'sendrecv':>9} {'staged':>7}   {'algorithm':<19} {'as is':>7} {'staged':>7}")
+    for size in (parse_size(s) for s in args.sizes.split(",")):
+        x, y = empty_small_pages(size, np.uint8), empty_small_pages(size, np.uint8)
+        stage = empty(size, np.uint8)
+        x[:], y[:], stage[:] = 1, 1, 1
+
+        def staged_sendrecv():
+            np.copyto(stage, x)
+            world.Sendrecv(stage, peer, 0, y, peer, 0)
+
+        raw = timed(world, {"as is": lambda: world.Sendrecv(x, peer, 0, y, peer, 0),
+                            "staged": staged_sendrecv}, args.rounds)
+        v = np.ones(size // 4, np.float32)
+        out = np.empty_like(v)
+        for algorithm in ("ring", "recursive_doubling"):
+            call = lambda a=algorithm: comm.allreduce(v, algorithm=a, out=out)   # noqa: E731
+            t = timed(world, {"off": with_staging(False, call), "on": with_staging(True, call)},
+                      args.rounds)
+            say(f"  {size:>9} {raw['as is'] * 1e6:>9.0f} {raw['staged'] * 1e6:>7.0f}   "
+                f"{algorithm:<19} {t['off'] * 1e6:>7.0f} {t['on'] * 1e6:>7.0f}")
+    comm.free()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
