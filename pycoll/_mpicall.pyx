@@ -807,7 +807,7 @@ cdef class Lane:
         try:
             tag = self.calls.next_tag()
             held = self.calls.borrow(SLOT_LANE, self.nbytes, &theirs)
-            staging = self.calls.stage(self.nbytes if self.sends else 0, &stage)
+            stage_held = self.calls.stage(self.nbytes if self.sends else 0, &stage)
             self.deadline = deadline
             with nogil:
                 started = monotonic()
@@ -955,7 +955,7 @@ cdef class ReduceScatterLane:
             tag = self.calls.next_tag()
             partial = self.calls.borrow(SLOT_OUTPUT, self.total, &pp) if self.uses_partial else None
             temp = self.calls.borrow(SLOT_LANE, self.tempbytes, &tp) if self.tempbytes else None
-            staging = self.calls.stage(self.largest_send, &sp)
+            stage_held = self.calls.stage(self.largest_send, &sp)
             self.deadline = deadline
             with nogil:
                 started = monotonic()
