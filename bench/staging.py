@@ -5,10 +5,12 @@ two ways at p = 2.
 
 "sendrecv": one MPI_Sendrecv each way between buffers on 4 KiB pages, as
 it is and with the send first copied into a buffer on huge pages (the
-copy included in the time). "allreduce": pycoll's float32 allreduce (ring
-and recursive doubling) of a numpy array, staging on and off taking turns
-in every round. Each time is the median over rounds of the largest over
-ranks of the mean call.
+copy included in the time). Then pycoll's collectives of a numpy array
+of that many bytes, staging off and on taking turns in every round:
+float32 allreduce (ring and recursive doubling), broadcast, allgather,
+gather, scatter and alltoall (each rank's part of the vector, as in
+nccl-tests, is half of it). Each time is the median over rounds of the
+largest over ranks of the mean call.
 """
 import argparse
 import statistics
@@ -54,6 +56,21 @@ def with_staging(on: bool, call):
     return run
 
 
+def collectives(comm, size: int) -> dict:
+    """The calls timed at *size* bytes (numpy arrays, float32)."""
+    v = np.ones(size // 4, np.float32)
+    part = np.ones(size // 8, np.float32)
+    out, gathered, mine = np.empty_like(v), np.empty_like(v), np.empty_like(part)
+    calls = {f"allreduce {a}": (lambda a=a: comm.allreduce(v, algorithm=a, out=out))
+             for a in ("ring", "recursive_doubling")}
+    calls["broadcast"] = lambda: comm.broadcast(v)
+    calls["allgather"] = lambda: comm.allgather(part, out=gathered)
+    calls["gather"] = lambda: comm.gather(part, out=gathered if comm.rank == 0 else None)
+    calls["scatter"] = lambda: comm.scatter(v if comm.rank == 0 else None, out=mine)
+    calls["alltoall"] = lambda: comm.alltoall(v, out=out)
+    return calls
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="128K,256K,1M,4M,8M,16M")
@@ -64,8 +81,8 @@ def main() -> int:
         raise SystemExit("bench/staging.py runs on 2 ranks")
     comm = pycoll.Communicator()
     peer, say = 1 - world.rank, (print if world.rank == 0 else (lambda *a, **k: None))
-    say(f"# {MPI.Get_library_version().split(chr(10))[0].split(",")[0].strip()}; times in us")
-    say(f"# {'bytes':>9} {'sendrecv':>9} {'staged':>7}   {'algorithm':<19} {'as is':>7} {'staged':>7}")
+    say(f"# {MPI.Get_library_version().split(chr(10))[0].split(',')[0].strip()}; times in us")
+    say(f"# {'bytes':>9} {'sendrecv':>9} {'staged':>7}   {'call':<28} {'as is':>7} {'staged':>7}")
     for size in (parse_size(s) for s in args.sizes.split(",")):
         x, y = empty_small_pages(size, np.uint8), empty_small_pages(size, np.uint8)
         stage = empty(size, np.uint8)
@@ -77,14 +94,11 @@ def main() -> int:
 
         raw = timed(world, {"as is": lambda: world.Sendrecv(x, peer, 0, y, peer, 0),
                             "staged": staged_sendrecv}, args.rounds)
-        v = np.ones(size // 4, np.float32)
-        out = np.empty_like(v)
-        for algorithm in ("ring", "recursive_doubling"):
-            call = lambda a=algorithm: comm.allreduce(v, algorithm=a, out=out)   # noqa: E731
+        say(f"  {size:>9} {raw['as is'] * 1e6:>9.0f} {raw['staged'] * 1e6:>7.0f}")
+        for name, call in collectives(comm, size).items():
             t = timed(world, {"off": with_staging(False, call), "on": with_staging(True, call)},
                       args.rounds)
-            say(f"  {size:>9} {raw['as is'] * 1e6:>9.0f} {raw['staged'] * 1e6:>7.0f}   "
-                f"{algorithm:<19} {t['off'] * 1e6:>7.0f} {t['on'] * 1e6:>7.0f}")
+            say(f"  {'':>9} {'':>9} {'':>7}   {name:<28} {t['off'] * 1e6:>7.0f} {t['on'] * 1e6:>7.0f}")
     comm.free()
     return 0
 

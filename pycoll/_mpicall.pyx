@@ -394,6 +394,16 @@ SLOT_NAMES = ("lane", "output", "work", "stage")
 # from 16 MiB the transfer is as slow as memory either way. A 4 or 8 MiB
 # numpy array is already half or more on huge pages (numpy advises them)
 # and goes as it is. The bytes sent are the same, so results do not change.
+# Every lane stages its sends, one at a time (a broadcast's data once for
+# all its children); the general path stages its blocking sends only, as
+# its concurrent ones (Channel.isend) may leave from several buffers at
+# once and there is one stage. For the data-movement lanes at p = 2, a
+# 1 MiB numpy array (allgather, gather: 512 KiB from each rank), staging
+# off -> on, us (bench/staging.py; MPICH, then Open MPI):
+#
+#     broadcast 73 -> 48, 73 -> 48    allgather 49 -> 36, 48 -> 35
+#     gather    47 -> 25, 46 -> 23    scatter   45 -> 31, 42 -> 31
+#     alltoall  49 -> 37, 49 -> 38
 # The stage costs memory: up to STAGE_UP_TO bytes (whole 2 MiB pages) per
 # communicator that has staged a send.
 # Once, of four in-process A/B launches on MPICH, staging made the
@@ -1018,7 +1028,7 @@ cdef class StepLane:
     cdef Transport transport
     cdef CallResources calls
     cdef object base, shape, dtype, word, collective, algorithm
-    cdef Py_ssize_t xbytes, outbytes, workbytes, align
+    cdef Py_ssize_t xbytes, outbytes, workbytes, align, largest_send
     cdef bint has_result
     cdef int nsteps, stuck_peer, stuck_step
     cdef int kind[MAX_STEPS]
@@ -1046,11 +1056,14 @@ cdef class StepLane:
         self.word = bytes(word)
         self.collective, self.algorithm = collective, algorithm
         self.nsteps = len(steps)
+        self.largest_send = 0
         sizes = {BUF_X: xbytes, BUF_OUT: outbytes if has_result else 0, BUF_WORK: workbytes,
                  BUF_WORD: len(self.word)}
         for i, step in enumerate(steps):
             (self.kind[i], self.dest[i], self.sbuf[i], self.slo[i], self.sn[i], self.source[i],
              self.rbuf[i], self.rlo[i], self.rn[i], self.cbuf[i], self.clo[i]) = step
+            if self.kind[i] in (STEP_SEND, STEP_SENDRECV, STEP_SENDRECV_COPY):
+                self.largest_send = max(self.largest_send, self.sn[i])
             # Every span within its buffer, checked once here.
             spans = {STEP_SEND: [(self.sbuf[i], self.slo[i], self.sn[i])],
                      STEP_RECV: [(self.rbuf[i], self.rlo[i], self.rn[i])],
@@ -1067,15 +1080,22 @@ cdef class StepLane:
                     raise ValueError(f"step {i} {step}: span [{lo}, {lo + n}) outside "
                                      f"buffer {buf} of {sizes.get(buf, 0)} bytes")
 
-    cdef int execute(self, char **bufs, int tag, double deadline) noexcept nogil:
+    cdef int execute(self, char **bufs, int tag, double deadline, char *stage) noexcept nogil:
+        """The program. A send goes out of *stage* when that pays (Note
+        [Staging sends]); a copy step and the copy beside a send read the
+        send span itself."""
         cdef handle_t comm = self.transport.comm
         cdef void *status = self.transport.status
         cdef intptr_t rreq, sreq
+        cdef const char *sb
         cdef int i, k, rc = 0, rc2
         for i in range(self.nsteps):
             k = self.kind[i]
+            sb = NULL
+            if k == STEP_SEND or k == STEP_SENDRECV or k == STEP_SENDRECV_COPY:
+                sb = staged(bufs[self.sbuf[i]] + self.slo[i], self.sn[i], stage)
             if k == STEP_SEND:
-                rc = send_by(bufs[self.sbuf[i]] + self.slo[i], <int>self.sn[i], self.dest[i],
+                rc = send_by(sb, <int>self.sn[i], self.dest[i],
                              tag, comm, status, deadline, &self.stuck_peer)
             elif k == STEP_RECV:
                 rc = recv_by(bufs[self.rbuf[i]] + self.rlo[i], <int>self.rn[i], self.source[i],
@@ -1087,11 +1107,11 @@ cdef class StepLane:
                 if k == STEP_SENDRECV_COPY:
                     memcpy(bufs[self.cbuf[i]] + self.clo[i], bufs[self.sbuf[i]] + self.slo[i],
                            self.sn[i])
-                rc = transfer_by(bufs[self.sbuf[i]] + self.slo[i], <int>self.sn[i], self.dest[i],
+                rc = transfer_by(sb, <int>self.sn[i], self.dest[i],
                                  bufs[self.rbuf[i]] + self.rlo[i], <int>self.rn[i],
                                  self.source[i], tag, comm, status, deadline, &self.stuck_peer)
             elif k == STEP_SENDRECV:
-                rc = c_sendrecv(bufs[self.sbuf[i]] + self.slo[i], <int>self.sn[i], BYTE,
+                rc = c_sendrecv(sb, <int>self.sn[i], BYTE,
                                 self.dest[i], tag, bufs[self.rbuf[i]] + self.rlo[i],
                                 <int>self.rn[i], BYTE, self.source[i], tag, comm, status)
             else:
@@ -1099,8 +1119,7 @@ cdef class StepLane:
                 rc = c_irecv(bufs[self.rbuf[i]] + self.rlo[i], <int>self.rn[i], BYTE,
                              self.source[i], tag, comm, &rreq)
                 if rc == 0:
-                    rc = c_isend(bufs[self.sbuf[i]] + self.slo[i], <int>self.sn[i], BYTE,
-                                 self.dest[i], tag, comm, &sreq)
+                    rc = c_isend(sb, <int>self.sn[i], BYTE, self.dest[i], tag, comm, &sreq)
                     memcpy(bufs[self.cbuf[i]] + self.clo[i], bufs[self.sbuf[i]] + self.slo[i],
                            self.sn[i])
                     if rc == 0:
@@ -1121,6 +1140,7 @@ cdef class StepLane:
         (Note [Lane deadlines])."""
         cdef Operands o
         cdef char *bufs[4]
+        cdef char *stage
         cdef int rc
         cdef double started = 0.0
         result = None
@@ -1137,12 +1157,13 @@ cdef class StepLane:
             bufs[BUF_WORD] = <char *>self.word
             work = self.calls.borrow(SLOT_WORK, self.workbytes, &bufs[BUF_WORK]) \
                 if self.workbytes else None
+            stage_held = self.calls.stage(self.largest_send, &stage)
             if tag < 0:
                 tag = self.calls.next_tag()
             with nogil:
                 if deadline > 0.0:
                     started = monotonic()
-                rc = self.execute(bufs, tag, deadline)
+                rc = self.execute(bufs, tag, deadline, stage)
         finally:
             release_operands(&o)
         if rc == TIMED_OUT:
@@ -1445,6 +1466,7 @@ cdef class BroadcastLane:
         cdef int rc = 0, tag, count = 0
         cdef char *xp
         cdef char *mp
+        cdef char *stage
         cdef bint matched = True
         cdef double started = monotonic() if deadline > 0.0 else 0.0
         self.done = 0
@@ -1459,6 +1481,10 @@ cdef class BroadcastLane:
             PyObject_GetBuffer(self.message, &mb, PyBUF_SIMPLE | PyBUF_WRITABLE)
             try:
                 mp = <char *>mb.buf
+                # The data goes to each child out of one copy on huge pages,
+                # when that pays (Note [Staging sends]).
+                stage_held = self.calls.stage(0 if self.inline or not self.nchildren
+                                              else self.nbytes, &stage)
                 tag = self.calls.next_tag()
                 if self.parent < 0:
                     with nogil:
@@ -1470,7 +1496,8 @@ cdef class BroadcastLane:
                     if rc == 0 and not self.inline:
                         tag = self.calls.next_tag()
                         with nogil:
-                            rc = self.forward(xp, <int>self.nbytes, tag, deadline)
+                            rc = self.forward(staged(xp, self.nbytes, stage), <int>self.nbytes,
+                                              tag, deadline)
                 else:
                     with nogil:
                         rc = self.receive(mp, <int>self.capacity, tag, deadline)
@@ -1487,8 +1514,9 @@ cdef class BroadcastLane:
                             tag = self.calls.next_tag()
                             with nogil:
                                 rc = self.receive(xp, <int>self.nbytes, tag, deadline)
-                                if rc == 0:
-                                    rc = self.forward(xp, <int>self.nbytes, tag, deadline)
+                                if rc == 0 and self.nchildren:
+                                    rc = self.forward(staged(xp, self.nbytes, stage),
+                                                      <int>self.nbytes, tag, deadline)
             finally:
                 PyBuffer_Release(&mb)
         finally:

@@ -1197,9 +1197,9 @@ def reduce_lane_cases(run):
 def group_staging(run):
     """Sends of 256 KiB-8 MiB from inputs on 4 KiB pages go out of a copy
     on huge pages (Note [Staging sends] in pycoll/_mpicall.pyx): every
-    allreduce, reduce and reduce_scatter algorithm gives the same bits
-    with staging on and off, on the lanes (repeated calls) and the
-    general path alike, and leaves the input as it was."""
+    algorithm of every collective gives the same bits with staging on and
+    off, on the lanes (repeated calls) and the general path alike, and
+    leaves the input as it was."""
     from pycoll._memory import empty_small_pages
     from pycoll._mpicall import huge_page_bytes, set_staging
 
@@ -1231,6 +1231,7 @@ def group_staging(run):
                         got.append(y)
                 if got:
                     assert all(np.array_equal(bits(g), bits(got[0])) for g in got), name
+    staging_data_movement(run)
     if can_tell and p == 2:
         # The last call's first message went out of the stage, a copy of x.
         x = empty_small_pages(1 << 18, np.float32)
@@ -1239,6 +1240,69 @@ def group_staging(run):
         stage = comm._calls.scratch("stage", x.nbytes)
         assert np.array_equal(stage.view(np.float32), x), "the send was not staged"
         run.count += 1
+        # So did a repeated broadcast's from its root and a gather's to it
+        # (their lanes; the general path's concurrent sends are not staged).
+        lanes = comm.transport is not None
+        for name, call, sender in () if not lanes else (
+                ("broadcast", lambda y: comm.broadcast(y, root=1, algorithm="binomial"), 1),
+                ("gather", lambda y: comm.gather(y, root=1, algorithm="linear"), 0)):
+            for k in range(2):
+                x[:] = 3 * r + 7 + k
+                sent = x.copy()
+                call(x)
+            if r == sender:
+                stage = comm._calls.scratch("stage", x.nbytes)
+                assert np.array_equal(stage.view(np.float32), sent), f"{name}: not staged"
+                run.count += 1
+
+
+def staging_data_movement(run):
+    """group_staging's broadcast, allgather, gather, scatter and alltoall:
+    every algorithm, blocks of 256 KiB and more from numpy arrays on 4 KiB
+    pages, the same results with staging on and off, inputs untouched."""
+    from pycoll._memory import empty_small_pages
+    from pycoll._mpicall import set_staging
+
+    comm, p, r = run.comm, run.p, run.r
+    count = 70_000 * p                               # p blocks of 70,000 float32
+    root = p - 1
+
+    def small_pages(a):
+        b = empty_small_pages(a.size, a.dtype).reshape(a.shape)
+        b[...] = a
+        return b
+
+    for collective in ("broadcast", "allgather", "gather", "scatter", "alltoall"):
+        for algo in ALGORITHMS[collective]:
+            name = f"staging {collective} {algo}"
+            xs = [rank_data("float32", (count,), i, seed_of(name)) for i in range(p)]
+            blocks = [np.array_split(x, p) for x in xs]
+            if collective == "broadcast":
+                want, x = xs[root], small_pages(xs[r] if r == root else np.zeros(count, np.float32))
+            elif collective in ("allgather", "gather"):
+                want, x = np.concatenate([b[0] for b in blocks]), small_pages(blocks[r][0])
+            elif collective == "scatter":
+                want, x = blocks[root][r], small_pages(xs[root]) if r == root else None
+            else:
+                want, x = np.concatenate([b[r] for b in blocks]), small_pages(xs[r])
+            before = None if x is None else x.copy()
+            for staging in (True, False, True):
+                set_staging(staging)
+                try:
+                    if collective == "broadcast":
+                        if r != root:
+                            x[:] = 0
+                        y = comm.broadcast(x, root=root, algorithm=algo)
+                    elif collective in ("gather", "scatter"):
+                        y = getattr(comm, collective)(x, root=root, algorithm=algo)
+                    else:
+                        y = getattr(comm, collective)(x, algorithm=algo)
+                finally:
+                    set_staging(True)
+                if collective != "broadcast" and x is not None:
+                    assert np.array_equal(bits(x), bits(before)), f"{name}: x changed"
+                if collective != "gather" or r == root:
+                    run.check(f"{name} staging {staging}", y, want)
 
 
 def reduce_scatter_lane_cases(run):

@@ -59,8 +59,9 @@ def test_lanes_with_the_tuners_segments(p):
 def test_staged_sends(p, transport):
     """Sends from 4 KiB pages staged on huge pages (Note [Staging sends]):
     the same bits with staging on and off, on the lanes and on mpi4py's
-    calls (the general path)."""
-    run_ranks(p, "staging", env={"PYCOLL_TRANSPORT": transport} if transport else None)
+    calls (the general path). The segment is the default one, so that
+    messages of 256 KiB and more are whole and the lanes take them."""
+    run_ranks(p, "staging", env={"PYCOLL_TRANSPORT": transport, "PYCOLL_SEGMENT_BYTES": None})
 
 
 def test_mpi4py_transport():
