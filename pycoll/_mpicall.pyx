@@ -406,10 +406,15 @@ SLOT_NAMES = ("lane", "output", "work", "stage")
 #     alltoall  49 -> 37, 49 -> 38
 # The stage costs memory: up to STAGE_UP_TO bytes (whole 2 MiB pages) per
 # communicator that has staged a send.
-# Once, of four in-process A/B launches on MPICH, staging made the
-# allreduce 1.4-1.9x slower from 1 to 4 MiB for a whole launch (a phase of
-# this shared host, or an effect not understood); the other launches and
-# both libraries' benchmark runs gained as above.
+# The host has a slow mode, lasting whole launches and coming and going
+# within minutes, in which the send out of the just-written stage costs
+# five to six times as much: a staged 1 MiB sendrecv 169-187 us against
+# 80-96 us as is, the broadcast (the root copies and sends 1 MiB per call)
+# 170-174 us against 74-91 us, in three of five Open MPI launches in a
+# row; then none in the next four (48-55 and 45-47 us). The allreduce
+# ring and the gather still gained in those launches (134-141 -> 97-113,
+# 46-49 -> 34-35 us). Why, and whether a host without this mode has it,
+# is not known; README's performance section has the report's numbers.
 cdef enum:
     STAGE_FROM = 256 << 10
     STAGE_UP_TO = 8 << 20
