@@ -38,7 +38,8 @@ def kernel(name, c_sources=()):
 
 MPICALL = Extension(
     # C calls into the MPI library mpi4py loads at run time (no mpi.h here).
-    "pycoll._mpicall", [os.path.join("pycoll", "_mpicall.pyx"), os.path.join(SRC, "pages.c")],
+    "pycoll._mpicall", [os.path.join("pycoll", "_mpicall.pyx"), os.path.join(SRC, "pages.c"),
+                        os.path.join(SRC, "stream.c")],
     include_dirs=[SRC],
     extra_compile_args=COMPILE_ARGS,
 )

@@ -5,8 +5,10 @@ two ways at p = 2.
 
 "sendrecv": one MPI_Sendrecv each way between buffers on 4 KiB pages, as
 it is and with the send first copied into a buffer on huge pages (the
-copy included in the time). Then pycoll's collectives of a numpy array
-of that many bytes, staging off and on taking turns in every round:
+copy included in the time), memcpy or non-temporal stores. Then
+pycoll's collectives of a numpy array of that many bytes, each way of
+sending (set_staging: "off", "copy", "stream", and "auto", which times
+the three and keeps the fastest) taking turns in every round:
 float32 allreduce (ring and recursive doubling), broadcast, allgather,
 gather, scatter and alltoall (each rank's part of the vector, as in
 nccl-tests, is half of it). Each time is the median over rounds of the
@@ -21,6 +23,7 @@ from mpi4py import MPI
 
 import pycoll
 from pycoll import _mpicall
+from pycoll._kernels.copy import stream_copy
 from pycoll._memory import empty, empty_small_pages
 from pycoll.bench.harness import parse_size
 
@@ -46,9 +49,12 @@ def timed(world, calls: dict, rounds: int, seconds: float = 2e-3) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def with_staging(on: bool, call):
+MODES = ("off", "copy", "stream", "auto")
+
+
+def with_staging(mode: str, call):
     def run():
-        was = _mpicall.set_staging(on)
+        was = _mpicall.set_staging(mode)
         try:
             call()
         finally:
@@ -82,7 +88,8 @@ def main() -> int:
     comm = pycoll.Communicator()
     peer, say = 1 - world.rank, (print if world.rank == 0 else (lambda *a, **k: None))
     say(f"# {MPI.Get_library_version().split(chr(10))[0].split(',')[0].strip()}; times in us")
-    say(f"# {'bytes':>9} {'sendrecv':>9} {'staged':>7}   {'call':<28} {'as is':>7} {'staged':>7}")
+    say(f"# {'bytes':>9} {'sendrecv':>9} {'memcpy':>7} {'stream':>7}   {'call':<28} "
+        + " ".join(f"{m:>7}" for m in MODES))
     for size in (parse_size(s) for s in args.sizes.split(",")):
         x, y = empty_small_pages(size, np.uint8), empty_small_pages(size, np.uint8)
         stage = empty(size, np.uint8)
@@ -92,13 +99,18 @@ def main() -> int:
             np.copyto(stage, x)
             world.Sendrecv(stage, peer, 0, y, peer, 0)
 
+        def streamed_sendrecv():
+            stream_copy(stage, x)
+            world.Sendrecv(stage, peer, 0, y, peer, 0)
+
         raw = timed(world, {"as is": lambda: world.Sendrecv(x, peer, 0, y, peer, 0),
-                            "staged": staged_sendrecv}, args.rounds)
-        say(f"  {size:>9} {raw['as is'] * 1e6:>9.0f} {raw['staged'] * 1e6:>7.0f}")
+                            "memcpy": staged_sendrecv, "stream": streamed_sendrecv}, args.rounds)
+        say(f"  {size:>9} {raw['as is'] * 1e6:>9.0f} {raw['memcpy'] * 1e6:>7.0f} "
+            f"{raw['stream'] * 1e6:>7.0f}")
         for name, call in collectives(comm, size).items():
-            t = timed(world, {"off": with_staging(False, call), "on": with_staging(True, call)},
-                      args.rounds)
-            say(f"  {'':>9} {'':>9} {'':>7}   {name:<28} {t['off'] * 1e6:>7.0f} {t['on'] * 1e6:>7.0f}")
+            t = timed(world, {m: with_staging(m, call) for m in MODES}, args.rounds)
+            say(f"  {'':>9} {'':>9} {'':>7} {'':>7}   {name:<28} "
+                + " ".join(f"{t[m] * 1e6:>7.0f}" for m in MODES))
     comm.free()
     return 0
 

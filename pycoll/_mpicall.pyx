@@ -47,7 +47,7 @@ tags, so ranks taking different paths in one call still meet.
 """
 
 from libc.stdint cimport int64_t, intptr_t, uintptr_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, memset
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, nanosleep, timespec
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 
@@ -62,6 +62,8 @@ from pycoll._kernels.reduce cimport pycoll_binary_loop, itemsize_of, loop_for, s
 cdef extern from "kernels.h" nogil:
     int pycoll_pages_ready()
     long long pycoll_huge_bytes(const void *buf, size_t n)
+    void pycoll_stream_copy(void *dst, const void *src, size_t n)
+    void pycoll_stream_fence()
 
 ctypedef intptr_t handle_t
 
@@ -419,29 +421,157 @@ cdef enum:
     STAGE_FROM = 256 << 10
     STAGE_UP_TO = 8 << 20
 
+# The ways a send worth staging may go (Note [Choosing the way]).
+cdef enum:
+    WAY_AS_IS = 0               # from the caller's buffer
+    WAY_COPY = 1                # from a memcpy into the stage
+    WAY_STREAM = 2              # from a copy with non-temporal stores
+    NWAYS = 3
+    WAY_AUTO = -1               # the mode: each lane times the ways and keeps the fastest
+    EXPLORE_EVERY = 32          # then every 32nd call tries one of the others, in turn
+WAYS = {"off": WAY_AS_IS, "copy": WAY_COPY, "stream": WAY_STREAM, "auto": WAY_AUTO}
+EXPLORE = EXPLORE_EVERY
+cdef double EWMA = 0.25        # the weight of a call in its way's mean
 
-cdef bint staging = True
+# Note [Choosing the way]
+# ~~~~~~~~~~~~~~~~~~~~~~~
+# The host has two modes (Note [Staging sends]), and the way that wins in
+# one loses in the other. A 1 MiB MPI_Sendrecv at p = 2 between numpy
+# buffers, Open MPI, us, in launches 45 s apart (the modes lasted minutes):
+#
+#                         as is   memcpy + send   non-temporal copy + send
+#     fast mode (4)         76-83        47-57          102-108
+#     slow mode (3)         85-89      165-169           68-69
+#
+# and the one-way send of a broadcast 71-75 / 40-44 / 63-68 against
+# 80-82 / 156-158 / 63-66. In the slow mode a send out of a buffer just
+# written with ordinary stores is slow while one out of a buffer written
+# long ago is not (24-26 us in both modes); non-temporal stores leave
+# nothing in the writer's caches. That matches the two ranks sharing a
+# last-level cache in the fast mode and not in the slow one, which this
+# guest cannot see. So no way is right everywhere, and each lane chooses
+# by timing itself: its first six calls take the three ways twice each,
+# keeping each way's fastest; from then on every call takes the way with
+# the lowest mean time (an exponential average of its calls) and every
+# EXPLORE_EVERY-th call one of the other two in turn, whose time replaces
+# that way's mean: so the choice follows the host from one mode to the
+# other within a few dozen calls. Each rank chooses alone:
+# the messages are the same bytes whichever way they leave, so ranks need
+# not agree. The general path's blocking sends take the way the
+# communicator's lanes chose last. set_staging() fixes one way for the
+# process (A/B measurements and tests).
+cdef int staging_mode = WAY_AUTO
 
 
-def set_staging(bint on) -> bool:
-    """Turn staging on or off in this process (for A/B measurements and
-    tests; the messages are the same either way); the previous setting."""
-    global staging
-    was, staging = staging, on
+def set_staging(str mode) -> str:
+    """Fix how sends worth staging go, in this process: "off" (as they
+    are), "copy", "stream" (non-temporal copy), or "auto" (each lane times
+    the three, Note [Choosing the way]). The messages are the same bytes
+    either way. Returns the previous mode."""
+    global staging_mode
+    if mode not in WAYS:
+        raise ValueError(f"staging mode {mode!r}: expected one of {', '.join(WAYS)}")
+    was = next(name for name, way in WAYS.items() if way == staging_mode)
+    staging_mode = WAYS[mode]
     return was
 
 
-cdef inline const char *staged(const char *buf, Py_ssize_t n, char *stage) noexcept nogil:
-    """*buf*, or its copy in *stage* (room for STAGE_UP_TO bytes, or NULL:
-    stage nothing) when it is a send worth staging (Note [Staging sends])."""
+cdef struct Ways:
+    double mean[NWAYS]          # each way's mean call time (s); 0: not timed yet
+    long calls
+
+
+cdef struct Stage:
+    char *ptr                   # the stage; NULL: every send goes as it is
+    bint stream                 # fill it with non-temporal stores
+    int way                     # the way this call takes; -1: nothing to time
+    double started
+
+
+cdef inline int best_way(Ways *w) noexcept nogil:
+    """The way with the lowest mean time so far."""
+    cdef int i, best = WAY_COPY
+    for i in range(NWAYS):
+        if w.mean[i] < w.mean[best]:
+            best = i
+    return best
+
+
+cdef inline int pick_way(Ways *w) noexcept nogil:
+    """The way of a lane's next call (Note [Choosing the way])."""
+    cdef int best
+    if staging_mode != WAY_AUTO:
+        return staging_mode
+    if w.calls < 2 * NWAYS:
+        return w.calls % NWAYS
+    best = best_way(w)
+    if w.calls % EXPLORE_EVERY == 0:    # one of the other two, in turn
+        return (best + 1 + (w.calls // EXPLORE_EVERY) % (NWAYS - 1)) % NWAYS
+    return best
+
+
+cdef inline void note_time(Ways *w, int way, double t) noexcept nogil:
+    """A call of *way* took *t* seconds. In the first calls each way keeps
+    its fastest; then the chosen way's mean moves toward each call's time,
+    and a way tried in passing takes that call's time as it is (its old
+    mean is stale: the host may have changed mode since)."""
+    if w.mean[way] == 0.0 or (w.calls < 2 * NWAYS and t < w.mean[way]):
+        w.mean[way] = t
+    elif w.calls >= 2 * NWAYS:
+        if way == best_way(w):
+            w.mean[way] += EWMA * (t - w.mean[way])
+        else:
+            w.mean[way] = t
+    w.calls += 1
+
+
+cdef inline void settle(Ways *w, Stage *st, int rc) noexcept nogil:
+    """Time a lane's call when it took a way of its choosing."""
+    if st.way >= 0 and rc == 0:
+        note_time(w, st.way, monotonic() - st.started)
+
+
+def _ways_chosen(seconds, int calls) -> list:
+    """The ways (names) a lane takes in *calls* calls in "auto" mode when
+    each call of way i takes seconds(i, k) at call k (for tests)."""
+    cdef Ways w
+    cdef int way, k
+    was = set_staging("auto")
+    try:
+        memset(&w, 0, sizeof(w))
+        chosen = []
+        for k in range(calls):
+            way = pick_way(&w)
+            chosen.append(("off", "copy", "stream")[way])
+            note_time(&w, way, seconds(way, k))
+        return chosen
+    finally:
+        set_staging(was)
+
+
+cdef dict ways_taken(Ways *w):
+    """A lane's record of its ways, for tests and benchmarks: its calls
+    timed so far and each way's mean time (s; 0: not timed yet)."""
+    return {"calls": w.calls, "off": w.mean[WAY_AS_IS], "copy": w.mean[WAY_COPY],
+            "stream": w.mean[WAY_STREAM]}
+
+
+cdef inline const char *staged(const char *buf, Py_ssize_t n, Stage *st) noexcept nogil:
+    """*buf*, or its copy in the stage (st.ptr: room for STAGE_UP_TO
+    bytes, or NULL: stage nothing) when it is a send worth staging (Note
+    [Staging sends])."""
     cdef long long huge
-    if stage == NULL or n < STAGE_FROM or n > STAGE_UP_TO:
+    if st.ptr == NULL or n < STAGE_FROM or n > STAGE_UP_TO:
         return buf
     huge = pycoll_huge_bytes(buf, n)
     if huge < 0 or 2 * huge >= n:
         return buf
-    memcpy(stage, buf, n)
-    return stage
+    if st.stream:
+        pycoll_stream_copy(st.ptr, buf, n)
+        pycoll_stream_fence()
+    else:
+        memcpy(st.ptr, buf, n)
+    return st.ptr
 
 
 def huge_page_bytes(buf):
@@ -528,38 +658,50 @@ cdef class CallResources:
         data[0] = self.ptr[slot]
         return self.held[slot]
 
-    cdef object stage(self, Py_ssize_t largest, char **data):
-        """The "stage" slot for a call whose sends are of up to *largest*
-        bytes (Note [Staging sends]): its buffer, with *data* pointing to
-        it, or None with *data* NULL where no send of the call would be
-        staged. The caller keeps the returned array while it uses *data*."""
-        data[0] = NULL
-        if not staging or largest < STAGE_FROM or not pycoll_pages_ready():
+    cdef object stage(self, Ways *ways, Py_ssize_t largest, Stage *st):
+        """Set *st* for a lane's call whose sends are of up to *largest*
+        bytes: the way it takes (pick_way; Note [Choosing the way]) and, for
+        a copy, the "stage" slot (Note [Staging sends]). Returns the slot's
+        buffer, which the caller keeps while it uses st.ptr, or None. Where
+        no send of the call could be staged, or the way is fixed
+        (set_staging), st.way is -1: nothing to time."""
+        cdef int way
+        st.ptr, st.stream, st.way = NULL, False, -1
+        if staging_mode == WAY_AS_IS or largest < STAGE_FROM or not pycoll_pages_ready():
             return None
-        return self.borrow(SLOT_STAGE, min(largest, <Py_ssize_t>STAGE_UP_TO), data)
+        way = pick_way(ways)
+        if staging_mode == WAY_AUTO:        # a fixed way is not timed
+            st.way, st.started = way, monotonic()
+        if way == WAY_AS_IS:
+            return None
+        st.stream = way == WAY_STREAM
+        return self.borrow(SLOT_STAGE, min(largest, <Py_ssize_t>STAGE_UP_TO), &st.ptr)
 
-    def staged(self, buf):
-        """*buf*, or a copy of it in the "stage" scratch when sending that
-        copy is faster (Note [Staging sends]): for the general path's
-        blocking sends (pycoll/_p2p.py). The copy is valid until the next
-        staged send."""
+    def staged(self, buf, int way=WAY_COPY):
+        """*buf*, or a copy of it in the "stage" scratch made *way* (the
+        mode's way when set_staging fixed one) when it is a send worth
+        staging (Note [Staging sends]). The copy is valid until the next
+        staged send. The general path stages through a WayChooser."""
         cdef Py_buffer b
         cdef const char *source
-        cdef char *stage
-        if not staging or type(buf) is not ndarray or not STAGE_FROM <= buf.nbytes <= STAGE_UP_TO \
-                or not pycoll_pages_ready():
+        cdef Stage st
+        if staging_mode != WAY_AUTO:
+            way = staging_mode
+        if way == WAY_AS_IS or type(buf) is not ndarray \
+                or not STAGE_FROM <= buf.nbytes <= STAGE_UP_TO or not pycoll_pages_ready():
             return buf
         try:
             PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
         except (BufferError, ValueError, TypeError):
             return buf
         try:
-            held = self.borrow(SLOT_STAGE, b.len, &stage)
+            held = self.borrow(SLOT_STAGE, b.len, &st.ptr)
+            st.stream = way == WAY_STREAM
             with nogil:
-                source = staged(<const char *>b.buf, b.len, stage)
+                source = staged(<const char *>b.buf, b.len, &st)
         finally:
             PyBuffer_Release(&b)
-        return buf if source != stage else self.scratch("stage", b.len)
+        return buf if source != st.ptr else self.scratch("stage", b.len)
 
     def clear(self) -> None:
         """Release every buffer (Communicator.free)."""
@@ -568,6 +710,49 @@ cdef class CallResources:
         self.held = [None] * C_SLOTS
         for i in range(C_SLOTS):
             self.ptr[i], self.room[i] = NULL, 0
+
+cdef class WayChooser:
+    """The ways of one general-path plan's staged sends (pycoll/_p2p.py's
+    Channel), chosen as a lane chooses them (Note [Choosing the way]),
+    each send timed on its own: staged(buf) before the send, done() once
+    it has completed.
+
+        sendbuf = ways.staged(sendbuf)      # buf, or its copy in the stage
+        ...                                 # the blocking send of sendbuf
+        ways.done()                         # times it, if a way was chosen
+    """
+
+    cdef CallResources calls
+    cdef Ways ways
+    cdef Stage st
+
+    def __cinit__(self, CallResources calls):
+        self.calls = calls
+        self.st.way = -1
+
+    @property
+    def stage_ways(self) -> dict:
+        """ways_taken: how this plan's staged sends have fared."""
+        return ways_taken(&self.ways)
+
+    def staged(self, buf):
+        """*buf*, or its copy in the stage, the way this send takes."""
+        cdef int way
+        self.st.way = -1
+        if staging_mode != WAY_AUTO:
+            return self.calls.staged(buf)
+        if type(buf) is not ndarray or not STAGE_FROM <= buf.nbytes <= STAGE_UP_TO \
+                or not pycoll_pages_ready():
+            return buf
+        way = pick_way(&self.ways)
+        self.st.way, self.st.started = way, monotonic()
+        return buf if way == WAY_AS_IS else self.calls.staged(buf, way)
+
+    def done(self) -> None:
+        """The send of the last staged() has completed: time its way."""
+        settle(&self.ways, &self.st, 0)
+        self.st.way = -1
+
 
 # Note [Lane deadlines]
 # ~~~~~~~~~~~~~~~~~~~~~
@@ -708,11 +893,17 @@ cdef class Lane:
     cdef pycoll_binary_loop loop
     cdef int code, nsteps, divisor, stuck_peer, stuck_step
     cdef bint gets_result, sends
+    cdef Ways ways
     cdef double deadline
     cdef Py_ssize_t nbytes, count, align
     cdef int kinds[MAX_STEPS]
     cdef int peers[MAX_STEPS]
     cdef int lefts[MAX_STEPS]
+
+    @property
+    def stage_ways(self) -> dict:
+        """ways_taken: how this lane's staged sends have fared."""
+        return ways_taken(&self.ways)
 
     def __cinit__(self, base, Transport transport, steps, int op, int code, shape, dtype,
                   Py_ssize_t nbytes, int divisor, bint gets_result=True,
@@ -755,7 +946,7 @@ cdef class Lane:
         return c_sendrecv(sbuf, n, BYTE, peer, tag, rbuf, n, BYTE, peer, tag, comm,
                           self.transport.status)
 
-    cdef int execute(self, char *send, char *data, char *theirs, char *stage,
+    cdef int execute(self, char *send, char *data, char *theirs, Stage *stage,
                      int tag) noexcept nogil:
         """The schedule: the partial starts in send and lives in data from
         its first receipt or reduction (as _schedule.execute). What it
@@ -807,7 +998,7 @@ cdef class Lane:
         (Note [Lane deadlines])."""
         cdef Operands o
         cdef char *theirs
-        cdef char *stage
+        cdef Stage st
         cdef int rc, tag
         cdef double started = 0.0
         if not self.gets_result:
@@ -822,11 +1013,12 @@ cdef class Lane:
         try:
             tag = self.calls.next_tag()
             held = self.calls.borrow(SLOT_LANE, self.nbytes, &theirs)
-            stage_held = self.calls.stage(self.nbytes if self.sends else 0, &stage)
+            stage_held = self.calls.stage(&self.ways, self.nbytes if self.sends else 0, &st)
             self.deadline = deadline
             with nogil:
                 started = monotonic()
-                rc = self.execute(o.xp, o.outp, theirs, stage, tag)
+                rc = self.execute(o.xp, o.outp, theirs, &st, tag)
+                settle(&self.ways, &st, rc)
                 if rc == 0 and self.divisor and self.gets_result:
                     scale_buffer(self.code, o.outp, o.outp, self.divisor, self.count)
         finally:
@@ -867,6 +1059,7 @@ cdef class ReduceScatterLane:
     cdef int code, nsteps, divisor, stuck_peer, stuck_step
     cdef double deadline
     cdef Py_ssize_t nbytes, total, align, tempbytes, largest_send
+    cdef Ways ways
     cdef bint uses_partial
     cdef int dest[MAX_STEPS]
     cdef int source[MAX_STEPS]
@@ -875,6 +1068,11 @@ cdef class ReduceScatterLane:
     cdef Py_ssize_t send_n[MAX_STEPS]
     cdef Py_ssize_t recv_lo[MAX_STEPS]
     cdef Py_ssize_t recv_n[MAX_STEPS]
+
+    @property
+    def stage_ways(self) -> dict:
+        """ways_taken: how this lane's staged sends have fared."""
+        return ways_taken(&self.ways)
 
     def __cinit__(self, base, Transport transport, steps, int op, int code, shape, dtype,
                   Py_ssize_t total, int divisor, algorithm="ring"):
@@ -905,7 +1103,7 @@ cdef class ReduceScatterLane:
         # This rank's block; no steps: every block is empty (api.py, Note [Empty lanes]).
         self.nbytes = self.recv_n[self.nsteps - 1] if self.nsteps else 0
 
-    cdef int execute(self, char *send, char *partial, char *result, char *temp, char *stage,
+    cdef int execute(self, char *send, char *partial, char *result, char *temp, Stage *stage,
                      int tag) noexcept nogil:
         cdef handle_t comm = self.transport.comm
         cdef const char *sbuf
@@ -961,7 +1159,7 @@ cdef class ReduceScatterLane:
         cdef double started = 0.0
         cdef char *pp = NULL
         cdef char *tp = NULL
-        cdef char *sp = NULL
+        cdef Stage st
         result = lane_output(out, self.shape, self.dtype)
         if result is NOT_TAKEN or not take_operands(&o, x, True, self.total, result,
                                                     self.align, False):
@@ -970,11 +1168,12 @@ cdef class ReduceScatterLane:
             tag = self.calls.next_tag()
             partial = self.calls.borrow(SLOT_OUTPUT, self.total, &pp) if self.uses_partial else None
             temp = self.calls.borrow(SLOT_LANE, self.tempbytes, &tp) if self.tempbytes else None
-            stage_held = self.calls.stage(self.largest_send, &sp)
+            stage_held = self.calls.stage(&self.ways, self.largest_send, &st)
             self.deadline = deadline
             with nogil:
                 started = monotonic()
-                rc = self.execute(o.xp, pp, o.outp, tp, sp, tag)
+                rc = self.execute(o.xp, pp, o.outp, tp, &st, tag)
+                settle(&self.ways, &st, rc)
                 if rc == 0 and self.divisor:
                     scale_buffer(self.code, o.outp, o.outp, self.divisor,
                                  <size_t>self.nbytes // itemsize_of(self.code))
@@ -1034,6 +1233,7 @@ cdef class StepLane:
     cdef CallResources calls
     cdef object base, shape, dtype, word, collective, algorithm
     cdef Py_ssize_t xbytes, outbytes, workbytes, align, largest_send
+    cdef Ways ways
     cdef bint has_result
     cdef int nsteps, stuck_peer, stuck_step
     cdef int kind[MAX_STEPS]
@@ -1047,6 +1247,11 @@ cdef class StepLane:
     cdef Py_ssize_t rlo[MAX_STEPS]
     cdef Py_ssize_t rn[MAX_STEPS]
     cdef Py_ssize_t clo[MAX_STEPS]
+
+    @property
+    def stage_ways(self) -> dict:
+        """ways_taken: how this lane's staged sends have fared."""
+        return ways_taken(&self.ways)
 
     def __cinit__(self, base, Transport transport, steps, shape, dtype, Py_ssize_t xbytes,
                   Py_ssize_t outbytes, Py_ssize_t workbytes, bint has_result, word=b"",
@@ -1085,7 +1290,7 @@ cdef class StepLane:
                     raise ValueError(f"step {i} {step}: span [{lo}, {lo + n}) outside "
                                      f"buffer {buf} of {sizes.get(buf, 0)} bytes")
 
-    cdef int execute(self, char **bufs, int tag, double deadline, char *stage) noexcept nogil:
+    cdef int execute(self, char **bufs, int tag, double deadline, Stage *stage) noexcept nogil:
         """The program. A send goes out of *stage* when that pays (Note
         [Staging sends]); a copy step and the copy beside a send read the
         send span itself."""
@@ -1145,7 +1350,7 @@ cdef class StepLane:
         (Note [Lane deadlines])."""
         cdef Operands o
         cdef char *bufs[4]
-        cdef char *stage
+        cdef Stage st
         cdef int rc
         cdef double started = 0.0
         result = None
@@ -1162,13 +1367,14 @@ cdef class StepLane:
             bufs[BUF_WORD] = <char *>self.word
             work = self.calls.borrow(SLOT_WORK, self.workbytes, &bufs[BUF_WORK]) \
                 if self.workbytes else None
-            stage_held = self.calls.stage(self.largest_send, &stage)
+            stage_held = self.calls.stage(&self.ways, self.largest_send, &st)
             if tag < 0:
                 tag = self.calls.next_tag()
             with nogil:
                 if deadline > 0.0:
                     started = monotonic()
-                rc = self.execute(bufs, tag, deadline, stage)
+                rc = self.execute(bufs, tag, deadline, &st)
+                settle(&self.ways, &st, rc)
         finally:
             release_operands(&o)
         if rc == TIMED_OUT:
@@ -1426,6 +1632,12 @@ cdef class BroadcastLane:
     cdef int parent, nchildren, nmessages, done, stuck_peer
     cdef int children[MAX_CHILDREN]
     cdef bint inline
+    cdef Ways ways
+
+    @property
+    def stage_ways(self) -> dict:
+        """ways_taken: how this lane's staged sends have fared."""
+        return ways_taken(&self.ways)
 
     def __cinit__(self, base, Transport transport, word, int parent, children,
                   Py_ssize_t nbytes, Py_ssize_t align, bint inline, Py_ssize_t capacity, rest,
@@ -1471,9 +1683,10 @@ cdef class BroadcastLane:
         cdef int rc = 0, tag, count = 0
         cdef char *xp
         cdef char *mp
-        cdef char *stage
+        cdef Stage st
         cdef bint matched = True
         cdef double started = monotonic() if deadline > 0.0 else 0.0
+        st.way = -1                         # nothing to time until stage() says otherwise
         self.done = 0
         try:
             PyObject_GetBuffer(x, &xb, PyBUF_SIMPLE | PyBUF_WRITABLE)
@@ -1488,8 +1701,8 @@ cdef class BroadcastLane:
                 mp = <char *>mb.buf
                 # The data goes to each child out of one copy on huge pages,
                 # when that pays (Note [Staging sends]).
-                stage_held = self.calls.stage(0 if self.inline or not self.nchildren
-                                              else self.nbytes, &stage)
+                stage_held = self.calls.stage(&self.ways, 0 if self.inline or not self.nchildren
+                                              else self.nbytes, &st)
                 tag = self.calls.next_tag()
                 if self.parent < 0:
                     with nogil:
@@ -1501,7 +1714,7 @@ cdef class BroadcastLane:
                     if rc == 0 and not self.inline:
                         tag = self.calls.next_tag()
                         with nogil:
-                            rc = self.forward(staged(xp, self.nbytes, stage), <int>self.nbytes,
+                            rc = self.forward(staged(xp, self.nbytes, &st), <int>self.nbytes,
                                               tag, deadline)
                 else:
                     with nogil:
@@ -1520,12 +1733,14 @@ cdef class BroadcastLane:
                             with nogil:
                                 rc = self.receive(xp, <int>self.nbytes, tag, deadline)
                                 if rc == 0 and self.nchildren:
-                                    rc = self.forward(staged(xp, self.nbytes, stage),
+                                    rc = self.forward(staged(xp, self.nbytes, &st),
                                                       <int>self.nbytes, tag, deadline)
             finally:
                 PyBuffer_Release(&mb)
         finally:
             PyBuffer_Release(&xb)
+        if matched:
+            settle(&self.ways, &st, rc)
         if rc == TIMED_OUT:
             raise timed_out(self.base, self.stuck_peer, "broadcast", self.algorithm, self.done,
                             self.nmessages, monotonic() - started)

@@ -51,6 +51,7 @@ import numpy as np
 from pycoll._comm import MAX_SEGMENT_BYTES
 from pycoll._kernels.reduce import reduce as _reduce
 from pycoll._mpi import mpi
+from pycoll._mpicall import WayChooser
 from pycoll._pieces import Pieces
 from pycoll._pieces import segments as _segments
 from pycoll.errors import CollectiveTimeout
@@ -76,7 +77,7 @@ class Channel:
 
     __slots__ = ("comm", "tag", "segment", "op", "dtype", "reduce", "scratch", "deadline", "step",
                  "collective", "algorithm", "steps", "start", "_base", "_mpi", "_byte", "_c",
-                 "_peers", "_staged")
+                 "_peers", "_stage")
 
     def __init__(self, base, tag: int, op: int = -1, dtype: int = -1,
                  segment: int = MAX_SEGMENT_BYTES):
@@ -90,9 +91,11 @@ class Channel:
         self.reduce = functools.partial(_reduce, op, dtype)
         # scratch(slot, nbytes): the communicator's reusable buffers.
         self.scratch = base.scratch
-        # staged(buf): buf, or its copy on huge pages where sending that is
-        # faster (Note [Staging sends] in pycoll/_mpicall.pyx).
-        self._staged = base._calls.staged
+        # stage.staged(buf): buf, or its copy on huge pages where sending
+        # that is faster; stage.done() after the send, which times the way
+        # it went (Notes [Staging sends] and [Choosing the way] in
+        # pycoll/_mpicall.pyx). One per plan: the plan's sends are alike.
+        self._stage = WayChooser(base._calls)
         self._mpi = mpi()
         self._byte = self._mpi.BYTE
         # Single messages go through C calls when the communicator has them
@@ -174,7 +177,7 @@ class Channel:
 
     def send(self, buf, dest: int) -> None:
         self.step += 1
-        buf = self._staged(buf)
+        buf = self._stage.staged(buf)
         n = len(buf)
         if 0 < n <= self.segment and self.deadline is None and type(buf) is not Pieces:
             if self._c is not None:
@@ -183,6 +186,7 @@ class Channel:
                 self.comm.Send([buf, self._byte], dest, self.tag)
         else:
             self.wait(self.isend(buf, dest))
+        self._stage.done()
 
     def recv(self, buf, source: int) -> None:
         self.step += 1
@@ -199,17 +203,18 @@ class Channel:
         """Send to *dest* while receiving from *source* (either may be None)."""
         self.step += 1
         if sendbuf is not None:
-            sendbuf = self._staged(sendbuf)
+            sendbuf = self._stage.staged(sendbuf)
         ns = 0 if sendbuf is None else len(sendbuf)
         nr = 0 if recvbuf is None else len(recvbuf)
         if 0 < ns <= self.segment and 0 < nr <= self.segment and self.deadline is None \
                 and type(sendbuf) is not Pieces and type(recvbuf) is not Pieces:
             self._sendrecv1(sendbuf, dest, recvbuf, source)
-            return
-        requests = self.irecv(recvbuf, source) if nr else []
-        if ns:
-            requests += self.isend(sendbuf, dest)
-        self.wait(requests)
+        else:
+            requests = self.irecv(recvbuf, source) if nr else []
+            if ns:
+                requests += self.isend(sendbuf, dest)
+            self.wait(requests)
+        self._stage.done()
 
     def sendrecv_copying(self, sendbuf, dest: int, recvbuf, source: int, copy) -> None:
         """sendrecv, and copy *sendbuf* into *copy* (a view of the same
@@ -328,7 +333,7 @@ class Channel:
                         out=None) -> None:
         """Send *sendbuf* to *dest* while receiving from *source* and reducing
         with *acc* into *out* (default *acc*): one step of a ring reduce-scatter."""
-        sendbuf = self._staged(sendbuf)
+        sendbuf = self._stage.staged(sendbuf)
         n = len(acc)
         if 0 < n <= self.segment and 0 < len(sendbuf) <= self.segment and self.deadline is None \
                 and type(acc) is not Pieces and type(sendbuf) is not Pieces:
@@ -336,6 +341,7 @@ class Channel:
             out = acc if out is None else out
             received = out if lands_in(out, acc, sendbuf) else self.scratch("recv", n)
             self._sendrecv1(sendbuf, dest, received, source)
+            self._stage.done()              # the way is timed on the messages alone
             if received_left:
                 self.reduce(out, received, acc)
             else:
@@ -346,6 +352,7 @@ class Channel:
         keep = out if lands_in(out, acc, sendbuf) else None
         self.recv_reduce(acc, source, received_left, out=out, keep=keep)
         self.wait(sends)
+        self._stage.done()
 
     def recv_copy_send(self, buf, source: int, dest) -> None:
         """Receive *buf* from *source*, forwarding each segment to *dest* as

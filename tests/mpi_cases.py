@@ -1216,7 +1216,7 @@ def group_staging(run):
                 if collective == "reduce_scatter":
                     want = np.array_split(want, p)[r]
                 got = []
-                for staging in (True, False, True):
+                for staging in STAGING_MODES:
                     set_staging(staging)
                     try:
                         if collective == "reduce":
@@ -1224,7 +1224,7 @@ def group_staging(run):
                         else:
                             y = getattr(comm, collective)(x, algorithm=algo)
                     finally:
-                        set_staging(True)
+                        set_staging("auto")
                     assert np.array_equal(bits(x), bits(xs[r])), f"{name}: x changed"
                     if collective != "reduce" or r == p - 1:
                         run.check(f"{name} staging {staging}", y, want)
@@ -1233,27 +1233,60 @@ def group_staging(run):
                     assert all(np.array_equal(bits(g), bits(got[0])) for g in got), name
     staging_data_movement(run)
     if can_tell and p == 2:
-        # The last call's first message went out of the stage, a copy of x.
+        for mode in ("copy", "stream"):
+            set_staging(mode)
+            try:
+                stage_holds_the_send(run, mode)
+            finally:
+                set_staging("auto")
+    if can_tell:
+        # "auto" times every way: the plan that ran these calls (its lane,
+        # or its channel on the general path) has tried all three.
         x = empty_small_pages(1 << 18, np.float32)
-        x[:] = r + 1
-        comm.allreduce(x, algorithm="recursive_doubling")
-        stage = comm._calls.scratch("stage", x.nbytes)
-        assert np.array_equal(stage.view(np.float32), x), "the send was not staged"
+        x[:] = r
+        for _ in range(8):
+            comm.allreduce(x, algorithm="ring")
+        records = [w for plan in comm._plans.values()
+                   for w in (getattr(plan, "lane", None), getattr(getattr(plan, "channel", None), "_stage", None))
+                   if w is not None and hasattr(w, "stage_ways")]
+        timed = [w.stage_ways for w in records if w.stage_ways["calls"] >= 6]
+        assert timed and all(t["off"] > 0 and t["copy"] > 0 and t["stream"] > 0 for t in timed), \
+            [w.stage_ways for w in records]
         run.count += 1
-        # So did a repeated broadcast's from its root and a gather's to it
-        # (their lanes; the general path's concurrent sends are not staged).
-        lanes = comm.transport is not None
-        for name, call, sender in () if not lanes else (
-                ("broadcast", lambda y: comm.broadcast(y, root=1, algorithm="binomial"), 1),
-                ("gather", lambda y: comm.gather(y, root=1, algorithm="linear"), 0)):
-            for k in range(2):
-                x[:] = 3 * r + 7 + k
-                sent = x.copy()
-                call(x)
-            if r == sender:
-                stage = comm._calls.scratch("stage", x.nbytes)
-                assert np.array_equal(stage.view(np.float32), sent), f"{name}: not staged"
-                run.count += 1
+
+
+# Every way of sending (Note [Choosing the way] in pycoll/_mpicall.pyx),
+# and "auto" twice, so that its lanes are past the first calls and choose.
+STAGING_MODES = ("copy", "off", "stream", "auto", "auto", "copy")
+
+
+def stage_holds_the_send(run, mode):
+    """At p = 2 with sends copied (*mode* "copy" or "stream"), the stage
+    holds what the last staged send sent: an allreduce's first message, a
+    repeated broadcast's from its root and a gather's to its root (their
+    lanes; the general path's concurrent sends are not staged)."""
+    from pycoll._memory import empty_small_pages
+
+    comm, r = run.comm, run.r
+    x = empty_small_pages(1 << 18, np.float32)
+    stage = comm._calls.scratch("stage", x.nbytes)
+    x[:] = r + 1
+    stage[:] = 0
+    comm.allreduce(x, algorithm="recursive_doubling")
+    assert np.array_equal(stage.view(np.float32), x), f"{mode}: the send was not staged"
+    run.count += 1
+    lanes = comm.transport is not None
+    for name, call, sender in () if not lanes else (
+            ("broadcast", lambda y: comm.broadcast(y, root=1, algorithm="binomial"), 1),
+            ("gather", lambda y: comm.gather(y, root=1, algorithm="linear"), 0)):
+        for k in range(2):
+            x[:] = 3 * r + 7 + k
+            sent = x.copy()
+            stage[:] = 0
+            call(x)
+        if r == sender:
+            assert np.array_equal(stage.view(np.float32), sent), f"{name} {mode}: not staged"
+            run.count += 1
 
 
 def staging_data_movement(run):
@@ -1286,7 +1319,7 @@ def staging_data_movement(run):
             else:
                 want, x = np.concatenate([b[r] for b in blocks]), small_pages(xs[r])
             before = None if x is None else x.copy()
-            for staging in (True, False, True):
+            for staging in STAGING_MODES:
                 set_staging(staging)
                 try:
                     if collective == "broadcast":
@@ -1298,7 +1331,7 @@ def staging_data_movement(run):
                     else:
                         y = getattr(comm, collective)(x, algorithm=algo)
                 finally:
-                    set_staging(True)
+                    set_staging("auto")
                 if collective != "broadcast" and x is not None:
                     assert np.array_equal(bits(x), bits(before)), f"{name}: x changed"
                 if collective != "gather" or r == root:

@@ -22,6 +22,9 @@ SENTINEL = re.compile(r"PYCOLL-OK rank=(\d+)")
 # Small segments so that every transfer of more than a few elements takes
 # the multi-segment, double-buffered paths.
 TEST_SEGMENT_BYTES = "256"
+# Ranks read no calibration (the model's defaults apply), so that what the
+# model picks does not depend on whether this machine ran python -m pycoll.tune.
+NO_CALIBRATION = str(HERE / "no-calibration")
 
 
 def mpiexec() -> str:
@@ -53,7 +56,8 @@ def launch(p: int, program: list, timeout: int = 300, env: dict | None = None,
     removes that variable."""
     cmd, launch_env = launcher(p)
     full_env = {**os.environ, **launch_env, "MPIEXEC_TIMEOUT": str(timeout),
-                "PYCOLL_SEGMENT_BYTES": TEST_SEGMENT_BYTES, **(env or {})}
+                "PYCOLL_SEGMENT_BYTES": TEST_SEGMENT_BYTES, "PYCOLL_TUNE_DIR": NO_CALIBRATION,
+                **(env or {})}
     full_env = {key: value for key, value in full_env.items() if value is not None}
     program = [sys.executable, *map(str, program)]
     if per_rank_env is None:

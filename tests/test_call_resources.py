@@ -69,15 +69,28 @@ def test_a_send_from_small_pages_is_staged_as_a_copy(nbytes):
     x = empty_small_pages(nbytes, np.uint8)
     x[:] = np.arange(nbytes) % 251
     before = x.copy()
-    sent = calls.staged(x)
+    sent = calls.staged(x)                  # "auto": the lanes have chosen nothing yet, a copy
     assert sent is not x and not np.shares_memory(sent, x)
     assert np.shares_memory(sent, calls.scratch("stage", nbytes))
     assert np.array_equal(sent, before) and np.array_equal(x, before)
-    was = set_staging(False)
+    was = set_staging("off")
     try:
         assert calls.staged(x) is x
+        for mode in ("stream", "copy"):
+            set_staging(mode)
+            calls.scratch("stage", nbytes)[:] = 0
+            sent = calls.staged(x)
+            assert np.shares_memory(sent, calls.scratch("stage", nbytes)), mode
+            assert np.array_equal(sent, before) and np.array_equal(x, before), mode
     finally:
-        set_staging(was)
+        assert set_staging(was) == "copy"
+    assert was == "auto"
+
+
+def test_staging_modes_are_named():
+    with pytest.raises(ValueError, match="'sideways'.*off, copy, stream, auto"):
+        set_staging("sideways")
+    assert set_staging("auto") == "auto"
 
 
 def test_what_is_not_staged_is_sent_as_it_is():
@@ -91,3 +104,25 @@ def test_what_is_not_staged_is_sent_as_it_is():
     huge[:] = 1
     if CAN_TELL and 2 * huge_page_bytes(huge) >= huge.nbytes:
         assert calls.staged(huge) is huge             # already on huge pages
+
+
+def test_auto_takes_the_fastest_way_and_keeps_checking_the_others():
+    """Note [Choosing the way]: each way twice, then the fastest, with every
+    EXPLORE-th call trying one of the other two in turn; a change of the
+    host's mode (here at call 200) moves the choice within a few
+    explorations."""
+    from pycoll._mpicall import EXPLORE, _ways_chosen
+
+    fast = {0: 80e-6, 1: 50e-6, 2: 105e-6}       # as is, copy, stream (the fast mode)
+    slow = {0: 85e-6, 1: 165e-6, 2: 68e-6}       # the slow mode
+    chosen = _ways_chosen(lambda way, k: (fast if k < 200 else slow)[way], 600)
+    assert chosen[:6] == ["off", "copy", "stream"] * 2
+    assert chosen[6:EXPLORE] == ["copy"] * (EXPLORE - 6)
+    explored = [chosen[k] for k in range(EXPLORE, 200, EXPLORE)]
+    assert set(explored) == {"off", "stream"}
+    assert all(c == "copy" for k, c in enumerate(chosen[6:200], 6) if k % EXPLORE)
+    # After the change the copy's mean climbs (a call weighs 1/4) past the
+    # as-is one, and the stream takes over when it is next tried.
+    switched = next(k for k in range(200, 600) if chosen[k] == "stream" and k % EXPLORE)
+    assert switched < 200 + 3 * EXPLORE, switched
+    assert all(c == "stream" for k, c in enumerate(chosen[switched:], switched) if k % EXPLORE)

@@ -455,3 +455,24 @@ def test_property_pack_round_trip(data):
     kcopy.PackPlan(copies).unpack(buf)
     for a, c in zip(arrays, copies):
         assert_bitwise_equal(c, a)
+
+
+@pytest.mark.parametrize("offset", [0, 1, 7, 16])
+@pytest.mark.parametrize("nbytes", [0, 1, 15, 63, 64, 65, 1000, (1 << 20) + 3])
+def test_stream_copy_copies_every_byte_at_any_alignment(nbytes, offset):
+    """The non-temporal copy of a staged send (stream.c): head bytes to a
+    16-byte boundary, 64-byte blocks, tail."""
+    src = np.random.default_rng(nbytes).integers(0, 256, nbytes + 32, dtype=np.uint8)
+    dst = np.zeros(nbytes + 32, np.uint8)
+    assert kcopy.stream_copy(dst[offset:offset + nbytes], src[3:3 + nbytes]) == nbytes
+    assert np.array_equal(dst[offset:offset + nbytes], src[3:3 + nbytes])
+    assert not dst[:offset].any() and not dst[offset + nbytes:].any()
+
+
+def test_stream_copy_errors():
+    with pytest.raises(ValueError, match="buffer has 4 bytes, out has 8"):
+        kcopy.stream_copy(np.zeros(8, np.uint8), np.zeros(4, np.uint8))
+    with pytest.raises(ValueError):
+        kcopy.stream_copy(np.zeros(8, np.uint8)[::2], np.zeros(4, np.uint8))
+    with pytest.raises(ValueError):
+        kcopy.stream_copy(np.zeros(8, np.uint8).view(), np.zeros(8, np.uint8)[::-1])

@@ -222,6 +222,28 @@ def concat_copy(buffer, out, Py_ssize_t axis, Py_ssize_t parts, Py_ssize_t index
     return nbytes
 
 
+def stream_copy(out, buffer):
+    """*out* = *buffer* (contiguous, the same number of bytes), written with
+    non-temporal stores that leave nothing in this core's caches (stream.c):
+    how a staged send may fill its stage (Note [Choosing the way] in
+    pycoll/_mpicall.pyx). Returns the number of bytes copied."""
+    cdef Py_buffer vb, vo
+    acquire(out, &vo, True, False, "out")
+    try:
+        acquire(buffer, &vb, False, False, "buffer")
+        try:
+            if vb.len != vo.len:
+                raise ValueError(f"buffer has {vb.len} bytes, out has {vo.len}")
+            with nogil:
+                pycoll_stream_copy(vo.buf, vb.buf, <size_t>vb.len)
+                pycoll_stream_fence()
+            return vb.len
+        finally:
+            PyBuffer_Release(&vb)
+    finally:
+        PyBuffer_Release(&vo)
+
+
 cdef class PackPlan:
     """Where each of many arrays sits in one flat buffer, fixed once.
 
