@@ -387,36 +387,30 @@ SLOT_NAMES = ("lane", "output", "work", "stage")
 # pages and goes as it is.)
 #
 # So a send of STAGE_FROM to STAGE_UP_TO bytes from a buffer mostly on
-# small pages (a numpy array under 4 MiB, usually) is copied into the
-# communicator's "stage" scratch, on huge pages, and sent from there. The
-# kernel tells which pages are huge: one PAGEMAP_SCAN ioctl on
-# /proc/self/pagemap (Linux 6.7 and later; a few us for a range of this
-# size). Where it cannot tell, nothing is staged. Below STAGE_FROM the page
-# size makes no difference (MPI's eager copies) and the copy is pure cost;
-# from 16 MiB the transfer is as slow as memory either way. A 4 or 8 MiB
-# numpy array is already half or more on huge pages (numpy advises them)
-# and goes as it is. The bytes sent are the same, so results do not change.
+# small pages (a numpy array under 4 MiB, usually) may be copied into the
+# communicator's "stage" scratch, on huge pages, and sent from there; how
+# (as it is, memcpy, non-temporal copy) each lane chooses by timing itself
+# (Note [Choosing the way]). The kernel tells which pages are huge: one
+# PAGEMAP_SCAN ioctl on /proc/self/pagemap (Linux 6.7 and later; a few us
+# for a range of this size). Where it cannot tell, nothing is staged.
+# Below STAGE_FROM the page size makes no difference (MPI's eager copies)
+# and the copy is pure cost; from 16 MiB the transfer is as slow as memory
+# either way. A 4 or 8 MiB numpy array is already half or more on huge
+# pages (numpy advises them) and goes as it is. The bytes sent are the
+# same, so results do not change.
 # Every lane stages its sends, one at a time (a broadcast's data once for
 # all its children); the general path stages its blocking sends only, as
 # its concurrent ones (Channel.isend) may leave from several buffers at
 # once and there is one stage. For the data-movement lanes at p = 2, a
-# 1 MiB numpy array (allgather, gather: 512 KiB from each rank), staging
-# off -> on, us (bench/staging.py; MPICH, then Open MPI):
+# 1 MiB numpy array (allgather, gather: 512 KiB from each rank), as is ->
+# memcpy into the stage, us (bench/staging.py; MPICH, then Open MPI):
 #
 #     broadcast 73 -> 48, 73 -> 48    allgather 49 -> 36, 48 -> 35
 #     gather    47 -> 25, 46 -> 23    scatter   45 -> 31, 42 -> 31
 #     alltoall  49 -> 37, 49 -> 38
+#
 # The stage costs memory: up to STAGE_UP_TO bytes (whole 2 MiB pages) per
 # communicator that has staged a send.
-# The host has a slow mode, lasting whole launches and coming and going
-# within minutes, in which the send out of the just-written stage costs
-# five to six times as much: a staged 1 MiB sendrecv 169-187 us against
-# 80-96 us as is, the broadcast (the root copies and sends 1 MiB per call)
-# 170-174 us against 74-91 us, in three of five Open MPI launches in a
-# row; then none in the next four (48-55 and 45-47 us). The allreduce
-# ring and the gather still gained in those launches (134-141 -> 97-113,
-# 46-49 -> 34-35 us). Why, and whether a host without this mode has it,
-# is not known; README's performance section has the report's numbers.
 cdef enum:
     STAGE_FROM = 256 << 10
     STAGE_UP_TO = 8 << 20
@@ -435,9 +429,9 @@ cdef double EWMA = 0.25        # the weight of a call in its way's mean
 
 # Note [Choosing the way]
 # ~~~~~~~~~~~~~~~~~~~~~~~
-# The host has two modes (Note [Staging sends]), and the way that wins in
-# one loses in the other. A 1 MiB MPI_Sendrecv at p = 2 between numpy
-# buffers, Open MPI, us, in launches 45 s apart (the modes lasted minutes):
+# This host has two modes, each lasting minutes, and the way of sending
+# that wins in one loses in the other. A 1 MiB MPI_Sendrecv at p = 2
+# between numpy buffers on Open MPI, us, launches 45 s apart:
 #
 #                         as is   memcpy + send   non-temporal copy + send
 #     fast mode (4)         76-83        47-57          102-108
@@ -445,21 +439,34 @@ cdef double EWMA = 0.25        # the weight of a call in its way's mean
 #
 # and the one-way send of a broadcast 71-75 / 40-44 / 63-68 against
 # 80-82 / 156-158 / 63-66. In the slow mode a send out of a buffer just
-# written with ordinary stores is slow while one out of a buffer written
+# written with ordinary stores is slow, while one out of a buffer written
 # long ago is not (24-26 us in both modes); non-temporal stores leave
 # nothing in the writer's caches. That matches the two ranks sharing a
 # last-level cache in the fast mode and not in the slow one, which this
-# guest cannot see. So no way is right everywhere, and each lane chooses
-# by timing itself: its first six calls take the three ways twice each,
-# keeping each way's fastest; from then on every call takes the way with
-# the lowest mean time (an exponential average of its calls) and every
-# EXPLORE_EVERY-th call one of the other two in turn, whose time replaces
-# that way's mean: so the choice follows the host from one mode to the
-# other within a few dozen calls. Each rank chooses alone:
-# the messages are the same bytes whichever way they leave, so ranks need
-# not agree. The general path's blocking sends take the way the
-# communicator's lanes chose last. set_staging() fixes one way for the
-# process (A/B measurements and tests).
+# guest cannot see. The modes also depend on size: in one launch a 1 MiB
+# memcpy + send was fast (49 us) and a 4 MiB one slow (667 us, against
+# 414 as is and 244 streamed). The first p = 2 report with staging
+# (always memcpy, on 1e0cb8c) met the slow mode in three of its six
+# broadcast launches: 162-180 us at 1 MiB against native's 107-116.
+#
+# So no way is right everywhere, and each lane chooses by timing itself:
+# its first six calls take the three ways twice each, keeping each way's
+# fastest; from then on every call takes the way with the lowest mean time
+# (an exponential average of its calls) and every EXPLORE_EVERY-th call
+# one of the other two in turn, whose time replaces that way's mean: so
+# the choice follows the host from one mode to the other within a few
+# explorations. Each rank chooses alone: the messages are the same bytes
+# whichever way they leave, so ranks need not agree. The general path
+# times each staged blocking send the same way, one WayChooser per plan.
+# set_staging() fixes one way for the process (A/B measurements, tests).
+# In the fast mode "auto" costs what its explorations cost: in two Open
+# MPI launches of bench/staging.py, 1 MiB, us, as is / memcpy / stream /
+# auto (16 calls between explorations then):
+#
+#     allreduce ring       103 / 74 / 125 / 77    105 / 75 / 124 / 76
+#     broadcast             74 / 48 /  67 / 51     76 / 50 /  66 / 52
+#     gather                49 / 25 /  37 / 26     48 / 25 /  36 / 26
+#
 cdef int staging_mode = WAY_AUTO
 
 
