@@ -460,12 +460,13 @@ cdef double EWMA = 0.25        # the weight of a call in its way's mean
 # times each staged blocking send the same way, one WayChooser per plan.
 # set_staging() fixes one way for the process (A/B measurements, tests).
 # In the fast mode "auto" costs what its explorations cost: in two Open
-# MPI launches of bench/staging.py, 1 MiB, us, as is / memcpy / stream /
-# auto (16 calls between explorations then):
+# MPI launches of bench/staging.py (16 calls between explorations then)
+# and one MPICH launch (32), 1 MiB, us, as is / memcpy / stream / auto:
 #
-#     allreduce ring       103 / 74 / 125 / 77    105 / 75 / 124 / 76
-#     broadcast             74 / 48 /  67 / 51     76 / 50 /  66 / 52
-#     gather                49 / 25 /  37 / 26     48 / 25 /  36 / 26
+#                       Open MPI                                   MPICH
+#     allreduce ring    103 / 74 / 125 / 77   105 / 75 / 124 / 76   104 / 75 / 132 / 77
+#     broadcast          74 / 48 /  67 / 51    76 / 50 /  66 / 52    75 / 49 /  71 / 50
+#     gather             49 / 25 /  37 / 26    48 / 25 /  36 / 26    49 / 27 /  39 / 26
 #
 cdef int staging_mode = WAY_AUTO
 
