@@ -557,11 +557,26 @@ def _ways_chosen(seconds, int calls) -> list:
         set_staging(was)
 
 
-cdef dict ways_taken(Ways *w):
-    """A lane's record of its ways, for tests and benchmarks: its calls
-    timed so far and each way's mean time (s; 0: not timed yet)."""
-    return {"calls": w.calls, "off": w.mean[WAY_AS_IS], "copy": w.mean[WAY_COPY],
-            "stream": w.mean[WAY_STREAM]}
+cdef class StagedSends:
+    """What a lane, or a general-path plan's WayChooser, keeps of its
+    staged sends: the ways it has timed (Note [Choosing the way])."""
+
+    cdef Ways ways
+
+    @property
+    def stage_ways(self) -> dict:
+        """For tests and benchmarks: the calls timed so far and each way's
+        mean time (s; 0: not timed yet)."""
+        return {"calls": self.ways.calls, "off": self.ways.mean[WAY_AS_IS],
+                "copy": self.ways.mean[WAY_COPY], "stream": self.ways.mean[WAY_STREAM]}
+
+
+cdef inline bint may_stage(buf):
+    """Whether the general path's send of *buf* is one worth staging: a
+    numpy array of STAGE_FROM to STAGE_UP_TO bytes, where the kernel can
+    tell its pages (Note [Staging sends])."""
+    return type(buf) is ndarray and STAGE_FROM <= buf.nbytes <= STAGE_UP_TO \
+        and pycoll_pages_ready()
 
 
 cdef inline const char *staged(const char *buf, Py_ssize_t n, Stage *st) noexcept nogil:
@@ -695,8 +710,7 @@ cdef class CallResources:
         cdef Stage st
         if staging_mode != WAY_AUTO:
             way = staging_mode
-        if way == WAY_AS_IS or type(buf) is not ndarray \
-                or not STAGE_FROM <= buf.nbytes <= STAGE_UP_TO or not pycoll_pages_ready():
+        if way == WAY_AS_IS or not may_stage(buf):
             return buf
         try:
             PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
@@ -719,7 +733,7 @@ cdef class CallResources:
         for i in range(C_SLOTS):
             self.ptr[i], self.room[i] = NULL, 0
 
-cdef class WayChooser:
+cdef class WayChooser(StagedSends):
     """The ways of one general-path plan's staged sends (pycoll/_p2p.py's
     Channel), chosen as a lane chooses them (Note [Choosing the way]),
     each send timed on its own: staged(buf) before the send, done() once
@@ -731,17 +745,11 @@ cdef class WayChooser:
     """
 
     cdef CallResources calls
-    cdef Ways ways
     cdef Stage st
 
     def __cinit__(self, CallResources calls):
         self.calls = calls
         self.st.way = -1
-
-    @property
-    def stage_ways(self) -> dict:
-        """ways_taken: how this plan's staged sends have fared."""
-        return ways_taken(&self.ways)
 
     def staged(self, buf):
         """*buf*, or its copy in the stage, the way this send takes."""
@@ -749,8 +757,7 @@ cdef class WayChooser:
         self.st.way = -1
         if staging_mode != WAY_AUTO:
             return self.calls.staged(buf)
-        if type(buf) is not ndarray or not STAGE_FROM <= buf.nbytes <= STAGE_UP_TO \
-                or not pycoll_pages_ready():
+        if not may_stage(buf):
             return buf
         way = pick_way(&self.ways)
         self.st.way, self.st.started = way, monotonic()
@@ -884,7 +891,7 @@ cdef double lane_deadline(comm, timeout) except? -1.0:
     return api_lane_deadline(comm, timeout)
 
 
-cdef class Lane:
+cdef class Lane(StagedSends):
     """One allreduce or reduce plan, run in C: its schedule, kernel and buffers.
 
     Made by api.Plan when the plan's algorithm has a schedule, the vector is
@@ -901,17 +908,11 @@ cdef class Lane:
     cdef pycoll_binary_loop loop
     cdef int code, nsteps, divisor, stuck_peer, stuck_step
     cdef bint gets_result, sends
-    cdef Ways ways
     cdef double deadline
     cdef Py_ssize_t nbytes, count, align
     cdef int kinds[MAX_STEPS]
     cdef int peers[MAX_STEPS]
     cdef int lefts[MAX_STEPS]
-
-    @property
-    def stage_ways(self) -> dict:
-        """ways_taken: how this lane's staged sends have fared."""
-        return ways_taken(&self.ways)
 
     def __cinit__(self, base, Transport transport, steps, int op, int code, shape, dtype,
                   Py_ssize_t nbytes, int divisor, bint gets_result=True,
@@ -1038,7 +1039,7 @@ cdef class Lane:
         return result
 
 
-cdef class ReduceScatterLane:
+cdef class ReduceScatterLane(StagedSends):
     """One reduce_scatter plan of the ring or of recursive halving, run in
     C when every message is one segment. The messages, tags, operands and
     their order are those of reduce_scatter_ring.run and
@@ -1067,7 +1068,6 @@ cdef class ReduceScatterLane:
     cdef int code, nsteps, divisor, stuck_peer, stuck_step
     cdef double deadline
     cdef Py_ssize_t nbytes, total, align, tempbytes, largest_send
-    cdef Ways ways
     cdef bint uses_partial
     cdef int dest[MAX_STEPS]
     cdef int source[MAX_STEPS]
@@ -1076,11 +1076,6 @@ cdef class ReduceScatterLane:
     cdef Py_ssize_t send_n[MAX_STEPS]
     cdef Py_ssize_t recv_lo[MAX_STEPS]
     cdef Py_ssize_t recv_n[MAX_STEPS]
-
-    @property
-    def stage_ways(self) -> dict:
-        """ways_taken: how this lane's staged sends have fared."""
-        return ways_taken(&self.ways)
 
     def __cinit__(self, base, Transport transport, steps, int op, int code, shape, dtype,
                   Py_ssize_t total, int divisor, algorithm="ring"):
@@ -1206,7 +1201,7 @@ cdef enum:
     BUF_WORD = 3                # a constant of the lane's own (an inline scatter's header word)
 
 
-cdef class StepLane:
+cdef class StepLane(StagedSends):
     """One repeated, plain gather, allgather, alltoall or scatter (its data,
     after the header), run in C: this rank's part
     of its algorithm as a program of steps over three byte buffers, x (this
@@ -1241,7 +1236,6 @@ cdef class StepLane:
     cdef CallResources calls
     cdef object base, shape, dtype, word, collective, algorithm
     cdef Py_ssize_t xbytes, outbytes, workbytes, align, largest_send
-    cdef Ways ways
     cdef bint has_result
     cdef int nsteps, stuck_peer, stuck_step
     cdef int kind[MAX_STEPS]
@@ -1255,11 +1249,6 @@ cdef class StepLane:
     cdef Py_ssize_t rlo[MAX_STEPS]
     cdef Py_ssize_t rn[MAX_STEPS]
     cdef Py_ssize_t clo[MAX_STEPS]
-
-    @property
-    def stage_ways(self) -> dict:
-        """ways_taken: how this lane's staged sends have fared."""
-        return ways_taken(&self.ways)
 
     def __cinit__(self, base, Transport transport, steps, shape, dtype, Py_ssize_t xbytes,
                   Py_ssize_t outbytes, Py_ssize_t workbytes, bint has_result, word=b"",
@@ -1612,7 +1601,7 @@ def barrier(comm, timeout=None):
     return (<StepLane>lane).call(None, None, -1, lane_deadline(comm, timeout))
 
 
-cdef class BroadcastLane:
+cdef class BroadcastLane(StagedSends):
     """One repeated, plain broadcast of an array of one (dtype, shape, root,
     algorithm) on the binomial tree (or, at p = 2, the pipeline: the same
     single message), run in C. Per tree edge, as api._header and the
@@ -1640,12 +1629,6 @@ cdef class BroadcastLane:
     cdef int parent, nchildren, nmessages, done, stuck_peer
     cdef int children[MAX_CHILDREN]
     cdef bint inline
-    cdef Ways ways
-
-    @property
-    def stage_ways(self) -> dict:
-        """ways_taken: how this lane's staged sends have fared."""
-        return ways_taken(&self.ways)
 
     def __cinit__(self, base, Transport transport, word, int parent, children,
                   Py_ssize_t nbytes, Py_ssize_t align, bint inline, Py_ssize_t capacity, rest,
