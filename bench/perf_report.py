@@ -235,6 +235,7 @@ def targets(runs: Runs, p: int) -> list:
         rows.append(("auto within 10% of the best named algorithm, every size",
                      f"{within} of {len(worst)} (op, dtype, size); worst {w[0]:.2f}× ({w[1]} {w[2]} "
                      f"{human(w[3])})", check(w[0], 1.1, ge=False)))
+    rows += tuned_rows(runs)
     choices = choice_ratios(runs, p)
     if choices:
         w = max(choices)
@@ -244,6 +245,34 @@ def targets(runs: Runs, p: int) -> list:
                      f"{within} of {len(choices)}; worst {w[0]:.2f}× ({w[1]} {w[2]} {human(w[3])}: "
                      f"{w[4]} chosen, {w[5]} best)", "–"))
     return rows
+
+
+def tuned_rows(runs: Runs) -> list:
+    """(not a target) "auto" and "tuned" (autotune=True) against the best
+    named algorithm where autotune tries candidates: allreduce, reduce and
+    reduce_scatter from TUNE_MIN_BYTES (a block, for reduce_scatter, of a
+    vector that size)."""
+    from pycoll import tuning
+    from pycoll.bench.harness import TUNED, TUNED_OPS
+    ratios = {"auto": [], TUNED: []}
+    for op, dtype, size, named in named_times(runs):
+        if op not in TUNED_OPS or size < tuning.TUNE_MIN_BYTES or not named:
+            continue
+        best = min(named, key=named.get)
+        for a, out in ratios.items():
+            r = runs.ratio(op, op, dtype, size, a, best, key="time_us")
+            if r is not None:
+                out.append((r, op, dtype, size))
+    if not ratios[TUNED]:
+        return []
+    cells = []
+    for a, rs in ratios.items():
+        w = max(rs)
+        cells.append(f"{a} {sum(1 for r, *_ in rs if r <= 1.1)} of {len(rs)}, worst {w[0]:.2f}× "
+                     f"({w[1]} {w[2]} {human(w[3])})")
+    return [("(not a target) where autotune tunes (allreduce, reduce, reduce_scatter from "
+             f"{human(tuning.TUNE_MIN_BYTES)}): within 10% of the best named algorithm",
+             "; ".join(cells), "–")]
 
 
 def allreduce_targets(runs: Runs, kind: str) -> list:
@@ -307,12 +336,12 @@ def choice_ratios(runs: Runs, p: int) -> list:
 
 def named_times(runs: Runs):
     """(op, dtype, size, {named algorithm: median time}) over the sweeps,
-    "auto", native and untimed algorithms left out."""
+    "auto", "tuned", native and untimed algorithms left out."""
     for op in OPS:
         for dtype in ("float32", "bfloat16"):
             for size in runs.sizes(op, op, dtype):
                 times = {a: runs.time(op, op, a, dtype, size) for a in runs.algorithms(op, op, dtype)
-                         if a not in ("auto", "native")}
+                         if a not in ("auto", "native", "tuned")}
                 yield op, dtype, size, {a: t for a, t in times.items() if t}
 
 

@@ -40,6 +40,8 @@ class Settings:
                     for its defaults
     checks          PYCOLL_CHECKS=1: checks mode for every call (api.set_checks)
     timeout         PYCOLL_TIMEOUT: seconds, the default deadline of a call
+    autotune        PYCOLL_AUTOTUNE=1: "auto" times its candidates and keeps
+                    the fastest (Note [Tuning online] in _trials.py)
     """
 
     segment_bytes: int | None = None
@@ -48,6 +50,7 @@ class Settings:
     params: dict | None = None
     checks: bool = False
     timeout: float | None = None
+    autotune: bool = False
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "Settings":
@@ -65,9 +68,7 @@ class Settings:
         transport = environ.get("PYCOLL_TRANSPORT", "c").strip().lower() or "c"
         if transport not in ("c", "mpi4py"):
             raise ValueError(f"PYCOLL_TRANSPORT={transport!r}: expected 'c' or 'mpi4py'")
-        checks = environ.get("PYCOLL_CHECKS", "").strip().lower()
-        if checks not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
-            raise ValueError(f"PYCOLL_CHECKS={checks!r}: expected 0 or 1")
+        checks, autotune = (_switch(environ, name) for name in ("PYCOLL_CHECKS", "PYCOLL_AUTOTUNE"))
         timeout = environ.get("PYCOLL_TIMEOUT", "").strip()
         try:
             timeout = float(timeout) if timeout else None
@@ -75,7 +76,7 @@ class Settings:
             raise ValueError(f"PYCOLL_TIMEOUT={timeout!r} is not a number of seconds") from None
         if timeout is not None and not timeout >= 0:
             raise ValueError(f"PYCOLL_TIMEOUT={timeout} must be >= 0 seconds")
-        return cls(segment, algorithms, transport, None, checks in ("1", "true", "yes", "on"), timeout)
+        return cls(segment, algorithms, transport, None, checks, timeout, autotune)
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
@@ -83,6 +84,14 @@ class Settings:
     @classmethod
     def from_bytes(cls, data: bytes) -> "Settings":
         return cls(**json.loads(data.decode()))
+
+
+def _switch(environ, name: str) -> bool:
+    """An on/off PYCOLL_* variable (unset: off)."""
+    value = environ.get(name, "").strip().lower()
+    if value not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
+        raise ValueError(f"{name}={value!r}: expected 0 or 1")
+    return value in ("1", "true", "yes", "on")
 
 
 class CommBase:
@@ -116,6 +125,7 @@ class CommBase:
         self._progress = Progress(f"rank{self.rank}")   # Note [Issue order] in _async.py
         self._broken = None                 # the CollectiveTimeout that broke this communicator
         self._lane_settings = True          # the C lanes: no checks mode
+        self._tuner = None                  # a _trials.AlgorithmTuner under autotune
 
     def _use_settings(self, settings: Settings) -> None:
         """Adopt the agreed settings, and the C transport if they allow it."""

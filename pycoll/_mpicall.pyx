@@ -425,6 +425,7 @@ cdef enum:
     EXPLORE_EVERY = 32          # then every 32nd call tries one of the others, in turn
 WAYS = {"off": WAY_AS_IS, "copy": WAY_COPY, "stream": WAY_STREAM, "auto": WAY_AUTO}
 EXPLORE = EXPLORE_EVERY
+SETTLE = 2 * NWAYS              # a lane's first calls, which try each way twice
 cdef double EWMA = 0.25        # the weight of a call in its way's mean
 
 # Note [Choosing the way]

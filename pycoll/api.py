@@ -47,6 +47,7 @@ from pycoll._kernels.reduce import convert, scale
 from pycoll._mpi import mpi
 from pycoll._p2p import COPY_OVERLAP, Channel
 from pycoll._pieces import Pieces
+from pycoll._trials import AlgorithmTuner
 from pycoll.algorithms import ALGORITHMS, REGISTRY, Task
 from pycoll.algorithms._shape import Fold, blocks_from_counts, span
 from pycoll.algorithms.broadcast_binomial import binomial_broadcast, binomial_edges
@@ -76,15 +77,32 @@ class Communicator(CommBase):
         ...     y = comm.allreduce(np.full(3, comm.rank + 1.0))
         # rank 0 and rank 1 of 2: y = [3., 3., 3.]
 
+    ``autotune=True`` makes "auto" time the algorithms the model finds
+    close and keep the fastest (Note [Tuning online] in _trials.py); None
+    takes ``PYCOLL_AUTOTUNE``. Like the settings, rank 0's value holds.
+
     Every collective of this module exists as a method with the same
     arguments, minus ``comm``. Every collective takes ``async_op=True`` to
     return a Handle at once (``wait()`` gives the result); collectives run
     in the order they were issued (Note [Issue order] in _async.py).
     """
 
-    def __init__(self, comm=None):
+    def __init__(self, comm=None, autotune=None):
         super().__init__(comm)
-        self._use_settings(_agree_settings(self))
+        self._use_settings(_agree_settings(self, autotune))
+
+    def _use_settings(self, settings: Settings) -> None:
+        super()._use_settings(settings)
+        self._tuner = None
+        if settings.autotune:
+            self._tuner = AlgorithmTuner(
+                self, lambda times: allreduce(times, MAX, self, "recursive_doubling"))
+
+    def autotune_choices(self) -> dict:
+        """Under autotune (Note [Tuning online] in _trials.py): {call
+        signature: the algorithm "auto" runs for it, None while its trials
+        go on}, the same on every rank; {} without autotune."""
+        return self._tuner.choices() if self._tuner is not None else {}
 
     @property
     def _lane_ready(self) -> bool:
@@ -95,6 +113,8 @@ class Communicator(CommBase):
 
     def allreduce(self, x, op=SUM, algorithm="auto", out=None, accumulate=None, async_op=False,
                   timeout=None):
+        if self._tuner is not None:         # Note [Tuning online] in _trials.py
+            return allreduce(x, op, self, algorithm, out, accumulate, async_op, timeout)
         if not async_op and self._lane_ready:
             result = _mpicall.allreduce(self, x, op, algorithm, out, accumulate, timeout)
             if result is not None:
@@ -113,6 +133,8 @@ class Communicator(CommBase):
 
     def reduce(self, x, op=SUM, root=0, algorithm="auto", out=None, accumulate=None,
                async_op=False, timeout=None):
+        if self._tuner is not None:         # Note [Tuning online] in _trials.py
+            return reduce(x, op, root, self, algorithm, out, accumulate, async_op, timeout)
         if not async_op and self._lane_ready:
             result = _mpicall.reduce(self, x, op, root, algorithm, out, accumulate, timeout)
             if result is not _mpicall.NOT_TAKEN:
@@ -144,6 +166,8 @@ class Communicator(CommBase):
 
     def reduce_scatter(self, x, op=SUM, algorithm="auto", out=None, accumulate=None,
                        async_op=False, timeout=None):
+        if self._tuner is not None:         # Note [Tuning online] in _trials.py
+            return reduce_scatter(x, op, self, algorithm, out, accumulate, async_op, timeout)
         if not async_op and self._lane_ready:
             result = _mpicall.reduce_scatter(self, x, op, algorithm, out, accumulate, timeout)
             if result is not None:
@@ -165,13 +189,16 @@ class Communicator(CommBase):
         return barrier(self, async_op, timeout)
 
 
-def _agree_settings(comm: Communicator) -> Settings:
-    """Rank 0's PYCOLL_* settings, broadcast once so that every rank selects
-    the same algorithms (Note [Same choice everywhere] in tuning.py). A bad
-    setting on rank 0 raises the same ValueError on every rank."""
+def _agree_settings(comm: Communicator, autotune=None) -> Settings:
+    """Rank 0's PYCOLL_* settings (and its *autotune*, when not None),
+    broadcast once so that every rank selects the same algorithms (Note
+    [Same choice everywhere] in tuning.py). A bad setting on rank 0 raises
+    the same ValueError on every rank."""
     if comm.rank == 0:
         try:
             settings = Settings.from_env()
+            if autotune is not None:
+                settings = dataclasses.replace(settings, autotune=bool(autotune))
             params = tuning.load_params(mpi().Get_library_version(), comm.size)
             settings = dataclasses.replace(settings, params=params)
             payload = {"settings": json.loads(settings.to_bytes())}
@@ -684,6 +711,15 @@ def _call(c, name: str, async_op: bool, timeout, prepare):
     return c._progress.call(checked, name, async_op)
 
 
+def _tunable(c, x: np.ndarray) -> bool:
+    """Whether an "auto" call goes to c's tuner (Note [Tuning online] in
+    _trials.py): outside checks mode, on an array of at least
+    TUNE_MIN_BYTES (the same on every rank: the collectives tuned
+    take the same shape and dtype everywhere). Any other call runs the
+    model's choice."""
+    return x.nbytes >= tuning.TUNE_MIN_BYTES and not _checks_on(c)
+
+
 def _deadline(seconds):
     return None if seconds is None else time.monotonic() + seconds
 
@@ -797,6 +833,13 @@ def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
         pycoll.allreduce(x, op=pycoll.MAX)     # both:   [2, 4]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    if c._tuner is not None and algorithm == "auto" and not async_op:
+        x = _array(x)
+        if _tunable(c, x):
+            return c._tuner.call(
+                ("allreduce", x.dtype, x.shape, op_of(op), accumulate),
+                lambda: _reduction_args("allreduce", c, x, op, "auto", accumulate),
+                lambda name: allreduce(x, op, c, name, out, accumulate, False, timeout))
     if not async_op and c._lane_ready:
         result = _mpicall.allreduce(c, x, op, algorithm, out, accumulate, timeout)
         if result is not None:
@@ -1015,6 +1058,14 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce(x, root=1)                # rank 0: None     rank 1: [3, 6]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    if c._tuner is not None and algorithm == "auto" and not async_op:
+        x = _array(x)
+        if _tunable(c, x):
+            return c._tuner.call(
+                ("reduce", x.dtype, x.shape, op_of(op), accumulate, root),
+                lambda: _reduction_args("reduce", c, x, op, "auto", accumulate,
+                                        root=_check_root(root, c.size)),
+                lambda name: reduce(x, op, root, c, name, out, accumulate, False, timeout))
     if not async_op and c._lane_ready:
         result = _mpicall.reduce(c, x, op, root, algorithm, out, accumulate, timeout)
         if result is not _mpicall.NOT_TAKEN:
@@ -1805,6 +1856,13 @@ def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce_scatter(x)          # rank 0: [0, 3]         rank 1: [6, 9]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    if c._tuner is not None and algorithm == "auto" and not async_op:
+        x = _array(x)
+        if _tunable(c, x):
+            return c._tuner.call(
+                ("reduce_scatter", x.dtype, x.shape, op_of(op), accumulate),
+                lambda: _reduce_scatter_args(c, x, op, "auto", accumulate),
+                lambda name: reduce_scatter(x, op, c, name, out, accumulate, False, timeout))
     if not async_op and c._lane_ready:
         result = _mpicall.reduce_scatter(c, x, op, algorithm, out, accumulate, timeout)
         if result is not None:

@@ -96,6 +96,14 @@ MIN_PIPELINE_SEGMENT, MAX_PIPELINE_SEGMENT = 64 << 10, 4 << 20
 WHOLE = 1 << 30
 PIPELINED = {("broadcast", "pipeline"), ("scan", "linear")}
 
+# Online tuning (Note [Tuning online] in _trials.py): the algorithms tried
+# are those modelled within TUNE_MARGIN of the best (the mispicks of
+# 3303f73's p = 2 report were modelled 1.0-1.37x the pick), TUNE_MAX of
+# them, for inputs of TUNE_MIN_BYTES and more: below, the model picked
+# the fastest algorithm in that report, and the tuner's own cost (0.5-0.8
+# us a call at p = 2) is 6% of a 64 KiB call.
+TUNE_MARGIN, TUNE_MAX, TUNE_MIN_BYTES = 0.5, 3, 1 << 20
+
 # Fusion (pycoll/fusion/manager.py), beside the algorithms' own terms. PACK_BETA: seconds per byte of one
 # copy into or out of a bucket buffer (packing and unpacking ResNet-50's
 # 161 gradients, 97.5 MiB, took 14 ms here). PIECE_ALPHA: seconds per
@@ -214,6 +222,21 @@ def select(collective: str, n: int, p: int, settings, dtype: str | None = None) 
     params = settings.params or DEFAULT_PARAMS
     names = ALGORITHMS[collective]
     return min(names, key=lambda a: modelled_time(collective, a, n, p, params, dtype))
+
+
+def candidates(collective: str, n: int, p: int, settings, dtype: str | None = None) -> list:
+    """What online tuning tries for "auto" (Note [Tuning online] in
+    _trials.py): the model's choice, then the algorithms modelled within
+    TUNE_MARGIN of it, fastest first, TUNE_MAX in all; the override alone
+    where PYCOLL_ALGORITHM_ sets one."""
+    chosen = select(collective, n, p, settings, dtype)
+    if settings.algorithms.get(collective):
+        return [chosen]
+    params = settings.params or DEFAULT_PARAMS
+    times = {a: modelled_time(collective, a, n, p, params, dtype) for a in ALGORITHMS[collective]}
+    near = sorted((a for a in times if times[a] <= times[chosen] * (1 + TUNE_MARGIN)),
+                  key=times.get)
+    return [chosen] + [a for a in near if a != chosen][:TUNE_MAX - 1]
 
 
 def best(collective: str, n: int, p: int, settings, dtype: str | None = None,

@@ -1649,6 +1649,86 @@ def group_async(run):
     run.same_everywhere("async bits", a)
 
 
+def group_autotune(run):
+    """Communicator(autotune=True) (Note [Tuning online] in _trials.py):
+    every trial call exact, the same choice on every rank, and a candidate
+    that one rank alone times slow dropped by all (the agreed times)."""
+    from pycoll import tuning
+    comm, p, r = run.comm, run.p, run.r
+    tuned = pycoll.Communicator(autotune=True)
+    assert tuned.settings.autotune and not comm.settings.autotune and comm.autotune_choices() == {}
+    slow = {}
+    if r == p - 1:
+        timed = tuned._tuner._timed
+
+        def penalised(call, name):
+            result, seconds = timed(call, name)
+            return result, seconds + (1.0 if name == slow["name"] else 0.0)
+        tuned._tuner._timed = penalised
+    root = p - 1
+    cases = [
+        ("allreduce", "float32", lambda x: tuned.allreduce(x), lambda s: s),
+        ("allreduce", "bfloat16", lambda x: tuned.allreduce(x), lambda s: s),
+        ("reduce", "float32", lambda x: tuned.reduce(x, root=root),
+         lambda s: s if r == root else None),
+        ("reduce_scatter", "float32", lambda x: tuned.reduce_scatter(x),
+         lambda s: np.array_split(s, p)[r]),
+    ]
+    for collective, dtype, call, expected in cases:
+        count = tuning.TUNE_MIN_BYTES // BY_NAME[dtype].itemsize + 5    # the least tuned, and odd
+        n = count * BY_NAME[dtype].itemsize
+        blocks = {"reduce_scatter": -(-count // p) * BY_NAME[dtype].itemsize}
+        candidates = tuning.candidates(collective, blocks.get(collective, n), p,
+                                       tuned.settings, dtype)
+        slow["name"] = candidates[0]
+        inputs = []
+        for k in range(3):
+            xs = [rank_data(dtype, (count,), i, seed_of("autotune", collective, dtype, k), Op.SUM)
+                  for i in range(p)]
+            inputs.append((xs[r], reduce_ranks(Op.SUM, xs)))
+        for step in range(1000):
+            x, total = inputs[step % 3]
+            name = f"autotune {collective} {dtype} call {step}"
+            y, want = call(x), expected(total)
+            if want is None:
+                assert y is None, f"{name}: {y!r} off the root"
+            else:
+                run.check(name, y, want)
+            choices = [c for key, c in tuned.autotune_choices().items()
+                       if key[0] == collective and key[1] == np.dtype(BY_NAME[dtype].numpy)]
+            assert len(choices) == 1, tuned.autotune_choices()
+            if choices[0] is not None:
+                break
+        else:
+            raise AssertionError(f"{collective} {dtype}: no choice after 1000 calls")
+        chosen = choices[0]
+        assert chosen in candidates, (chosen, candidates)
+        if len(candidates) > 1:
+            assert chosen != candidates[0], (
+                f"{collective} {dtype}: rank {p - 1} timed {candidates[0]} 1 s slower, and the "
+                f"ranks still chose it")
+        run.same_everywhere(f"autotune {collective} {dtype} choice",
+                            np.frombuffer(chosen.encode(), np.uint8))
+        x, total = inputs[0]
+        y = call(x)
+        if r == root or collective != "reduce":
+            run.check(f"autotune {collective} {dtype} chosen", y, expected(total))
+    signatures = len(tuned.autotune_choices())
+    # Not tuned: a named algorithm, an async call, a small input, bad input
+    # (raised before any message, on every rank).
+    count = tuning.TUNE_MIN_BYTES // 4
+    x = np.ones(count, np.float32)
+    run.check("autotune named", tuned.allreduce(x * 2, algorithm="tree"),
+              np.full(count, 2.0 * p, np.float32))
+    run.check("autotune async", tuned.allreduce(x * 3, async_op=True).wait(),
+              np.full(count, 3.0 * p, np.float32))
+    run.check("autotune small", tuned.allreduce(x[:-1]), np.full(count - 1, p, np.float32))
+    expect(TypeError, "MAX is not defined for complex64", tuned.allreduce,
+           np.ones(count, np.complex64), "max")
+    assert len(tuned.autotune_choices()) == signatures, tuned.autotune_choices()
+    tuned.free()
+
+
 def group_fusion(run):
     comm, p, r = run.comm, run.p, run.r
     from pycoll import FusionManager

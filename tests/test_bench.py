@@ -53,14 +53,19 @@ def test_cli_sweep_every_op_and_algorithm(tmp_path, p):
             assert wrong in ("0", "n/a"), r
     data = json.loads(out.read_text())
     assert {"mpi", "p", "pycoll", "date"} <= set(data["meta"]) and data["meta"]["p"] == p
-    assert data["rows"] and all(set(row) == JSON_KEYS for row in data["rows"])
+    # "tuned" rows also say what autotune chose (None: not tuned, too small)
+    assert data["rows"] and all(set(row) == JSON_KEYS | ({"chosen"} if row["algorithm"] == "tuned"
+                                                         else set()) for row in data["rows"])
+    assert all(row["chosen"] is None for row in data["rows"] if row["algorithm"] == "tuned")
     assert all(row["wrong"] == 0 for row in data["rows"])
     seen = {(row["op"], row["algorithm"]) for row in data["rows"]}
     from pycoll.algorithms import ALGORITHMS
     for op in ("allreduce", "broadcast", "reduce", "gather", "scatter", "allgather",
                "reduce_scatter", "alltoall"):
-        for algorithm in ("auto", "native", *ALGORITHMS[op]):
+        tuned = ("tuned",) if op in ("allreduce", "reduce", "reduce_scatter") else ()
+        for algorithm in ("auto", "native", *tuned, *ALGORITHMS[op]):
             assert (op, algorithm) in seen, (op, algorithm)
+        assert tuned or (op, "tuned") not in seen
     for row in data["rows"]:
         if row["time_us"] > 0:
             assert row["algbw"] == pytest.approx(row["size"] / row["time_us"] / 1e3)
@@ -101,6 +106,25 @@ def test_round_us_times_more_iterations_of_small_messages(tmp_path, p):
                       "-a", "ring", "--json", out], timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert {r["iters"] for r in json.loads(out.read_text())["rows"]} == {2}
+
+
+@pytest.mark.parametrize("p", [2, 3])
+def test_tuned_is_timed_on_its_choice(tmp_path, p):
+    # -a tuned: auto on a Communicator(autotune=True), warmed up until its
+    # trials have chosen; the row names the choice, one of the candidates.
+    from pycoll import tuning
+    from pycoll._comm import Settings
+    out = tmp_path / "run.json"
+    proc = launch(p, ["-m", "pycoll.bench", "allreduce", "-b", "1M", "-e", "1M", "-n", "2", "-w", "1",
+                      "-R", "1", "-a", "tuned,auto", "--json", out],
+                  timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["algorithm"] for r in rows} == {"tuned", "auto"} and all(r["wrong"] == 0 for r in rows)
+    candidates = tuning.candidates("allreduce", 1 << 20, p, Settings(), "float32")
+    assert len(candidates) > 1, candidates
+    assert all(r["chosen"] in candidates for r in rows if r["algorithm"] == "tuned"), rows
+    assert all("chosen" not in r for r in rows if r["algorithm"] == "auto")
 
 
 @pytest.mark.parametrize("p", [2, 3])

@@ -64,6 +64,14 @@ def test_staged_sends(p, transport):
     run_ranks(p, "staging", env={"PYCOLL_TRANSPORT": transport, "PYCOLL_SEGMENT_BYTES": None})
 
 
+@pytest.mark.parametrize("p", [1, 2, 3, 5])
+def test_autotune(p):
+    """Communicator(autotune=True): allreduce (float32, bfloat16), reduce and
+    reduce_scatter try their candidates, every call exact; the ranks choose
+    alike, and drop a candidate that only the last rank times slow."""
+    run_ranks(p, "autotune", env={"PYCOLL_SEGMENT_BYTES": None})
+
+
 def test_mpi4py_transport():
     """PYCOLL_TRANSPORT=mpi4py: every message through mpi4py, same results."""
     run_ranks(3, "reductions", env={"PYCOLL_TRANSPORT": "mpi4py"})

@@ -29,6 +29,9 @@ from pycoll.algorithms import ALGORITHMS
 from pycoll.bench.ops import MEMORY, SPECS, Bench
 
 OPS = list(SPECS)
+# "tuned": "auto" on a Communicator(autotune=True) (Note [Tuning online] in
+# pycoll/_trials.py), for the collectives it tunes.
+TUNED, TUNED_OPS = "tuned", ("allreduce", "reduce", "reduce_scatter")
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
@@ -83,7 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "comma-separated, or all")
     parser.add_argument("-r", "--root", type=int, default=0)
     parser.add_argument("-a", "--algorithm", default="auto",
-                        help="comma-separated: auto, native, all, or algorithm names")
+                        help="comma-separated: auto, native, all, algorithm names, or "
+                             "tuned (auto with autotune=True; allreduce, reduce, "
+                             "reduce_scatter)")
     parser.add_argument("--json", metavar="FILE", help="write the rows as JSON")
     return parser
 
@@ -117,11 +122,11 @@ def parse_args(argv) -> argparse.Namespace:
                          f"{', '.join(d.name for d in args.dtypes)}")
     algorithms = args.algorithm.split(",")
     for op in args.ops:
-        known = set(ALGORITHMS[op]) | {"auto", "native", "all"}
+        known = set(ALGORITHMS[op]) | {"auto", "native", "all"} | tuned(op)
         bad = [a for a in algorithms if a not in known]
         if bad:
-            parser.error(f"-a: {op} has no algorithm {', '.join(bad)}; expected auto, native, all "
-                         f"or {', '.join(ALGORITHMS[op])}")
+            parser.error(f"-a: {op} has no algorithm {', '.join(bad)}; expected auto, native, all, "
+                         f"{TUNED + ', ' if tuned(op) else ''}or {', '.join(ALGORITHMS[op])}")
     args.algorithms = algorithms
     return args
 
@@ -134,11 +139,17 @@ def _defined(op: Op, dtype) -> bool:
     return True
 
 
+def tuned(op: str) -> set:
+    """{"tuned"} where *op* has it, else {}."""
+    return {TUNED} if op in TUNED_OPS else set()
+
+
 def algorithms_for(op: str, requested: list) -> list:
-    """native first (the other rows are compared with it), then the rest."""
+    """native first (the other rows are compared with it), then the rest;
+    "all" is native, auto, tuned (where the op has it) and every algorithm."""
     names = []
     for a in requested:
-        names += ["native", "auto", *ALGORITHMS[op]] if a == "all" else [a]
+        names += ["native", "auto", *tuned(op), *ALGORITHMS[op]] if a == "all" else [a]
     names = list(dict.fromkeys(names))
     return sorted(names, key=lambda a: a != "native")
 
@@ -222,7 +233,7 @@ def cell(measured, native=None) -> str:
     widths = [w for _, _, w in Table.GROUP]
     if measured is None:
         return f"{'n/a':>{widths[0]}}" + " " * sum(widths[1:])
-    t, algbw, busbw, wrong, _ = measured
+    t, algbw, busbw, wrong = measured[:4]
     ratio = f"{busbw / native[2]:.2f}" if native and native[2] > 0 else "-"
     return (f"{t * 1e6:>{widths[0]}.2f}{algbw:>{widths[1]}.2f}{busbw:>{widths[2]}.2f}"
             f"{wrong:>{widths[3]}d}{ratio:>{widths[4]}}")
@@ -232,6 +243,7 @@ def run(args) -> int:
     from mpi4py import MPI
 
     comm = pycoll.Communicator()
+    tuned_comm = pycoll.Communicator(autotune=True)
     native = MPI.COMM_WORLD.Dup()          # native collectives and the harness's own sync
     p, rank = comm.size, comm.rank
     table = Table(rank)
@@ -294,7 +306,8 @@ def run(args) -> int:
                         benches[dtype.name] = (bench, expected, actual)
                     cases = [(d.name, a, inplace) for d in dtypes for a in algorithms
                              for inplace in (False, True) if not inplace or spec.has_inplace]
-                    results = measure_all(spec, benches, cases, comm, native, MPI, args)
+                    results = measure_all(spec, benches, cases, comm, native, MPI, args,
+                                          tuned_comm)
                     for dtype in dtypes:
                         case = {"op": op, "dtype": dtype.name, "redop": redop_name,
                                 "root": root, "size": benches[dtype.name][2], "count": count}
@@ -312,6 +325,7 @@ def run(args) -> int:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
     native.Free()
     comm.free()
+    tuned_comm.free()
     return 0 if wrong == 0 else 1
 
 
@@ -331,10 +345,11 @@ def report(table, spec, case: dict, algorithms, results) -> list:
                 native[inplace] = m
             cells.append(cell(m, native.get(inplace)))
             if m is not None:
-                t, algbw, busbw, wrong, iters = m
+                t, algbw, busbw, wrong, iters, *chosen = m
                 rows.append({**case, "algorithm": algorithm, "inplace": inplace,
                              "time_us": t * 1e6, "algbw": algbw, "busbw": busbw,
-                             "wrong": wrong, "iters": iters})
+                             "wrong": wrong, "iters": iters,
+                             **({"chosen": chosen[0]} if chosen else {})})
         table.row(case["size"], case["count"], case["dtype"], case["redop"], case["root"],
                   algorithm, cells)
     return rows
@@ -363,14 +378,37 @@ def balanced_order(n: int, k: int) -> list:
     return row
 
 
-def measure_all(spec, benches, cases, comm, native, MPI, args) -> dict:
+def settle(comm, call, limit: int = 10_000) -> int:
+    """Make *call* until *comm*'s tuner has decided every signature it has
+    seen, so that "tuned" is timed on its choice rather than on its trials
+    (Note [Tuning online] in pycoll/_trials.py); the number of calls made.
+    The decisions are agreed, so every rank stops at the same call."""
+    made = 0
+    while None in comm.autotune_choices().values() and made < limit:
+        call()
+        made += 1
+    return made
+
+
+def tuned_choice(comm, op: str, send) -> str | None:
+    """The algorithm *comm*'s tuner chose for *op* on *send* (its last
+    decision for that dtype and shape: in place or not, the call signature
+    is the same)."""
+    chosen = [c for key, c in comm.autotune_choices().items()
+              if key[:3] == (op, send.dtype, send.shape)]
+    return chosen[-1] if chosen else None
+
+
+def measure_all(spec, benches, cases, comm, native, MPI, args, tuned_comm=None) -> dict:
     """{(dtype name, algorithm, inplace): (time s, algbw, busbw, #wrong,
     iterations per round) or None} at one size. benches maps a dtype name
     to (Bench, expected result, bytes). Each case is warmed up, then timed
     over args.rounds rounds of args.iters iterations (more with -T, where
     those take under args.round_us), the cases taking turns within every
     round; its time is the median round (the largest over ranks of the mean
-    iteration).
+    iteration). "tuned" runs "auto" on *tuned_comm*, warmed up until its
+    tuner has chosen (settle); its tuple has a sixth item, the algorithm
+    chosen.
 
     Round k takes the turns in the order of balanced_order(n, k), so that
     every case follows every other one equally often: a case timed right
@@ -385,14 +423,17 @@ def measure_all(spec, benches, cases, comm, native, MPI, args) -> dict:
             calls[case] = (bench, lambda bench=bench, inplace=inplace:
                            spec.native(bench, native, MPI, inplace))
         else:
-            calls[case] = (bench, lambda bench=bench, algorithm=algorithm, inplace=inplace:
-                           spec.run(bench, comm, algorithm, inplace))
+            on, name = (tuned_comm, "auto") if algorithm == TUNED else (comm, algorithm)
+            calls[case] = (bench, lambda bench=bench, on=on, name=name, inplace=inplace:
+                           spec.run(bench, on, name, inplace))
     times = {case: [] for case in calls}
     iters = dict.fromkeys(calls, args.iters)
     for case, (bench, call) in calls.items():
         bench.fill()
         if args.warmup_iters:
             call()                          # the first call makes the plan: not timed
+        if case[1] == TUNED:
+            settle(tuned_comm, call)
         start = time.perf_counter()
         for _ in range(args.warmup_iters - 1):
             call()
@@ -426,6 +467,8 @@ def measure_all(spec, benches, cases, comm, native, MPI, args) -> dict:
             wrong = native.allreduce(wrong, op=MPI.SUM)
         algbw = size / elapsed / 1e9 if elapsed > 0 else 0.0
         results[case] = (elapsed, algbw, algbw * spec.factor(bench.p), wrong, iters[case])
+        if case[1] == TUNED:
+            results[case] += (tuned_choice(tuned_comm, spec.name, bench.send),)
     return results
 
 

@@ -75,7 +75,6 @@ would make on the flat buffer.
 from __future__ import annotations
 
 import collections
-import statistics
 import time
 from typing import NamedTuple
 
@@ -87,6 +86,7 @@ from pycoll._dtypes import Op, check_op, dtype_of, op_of
 from pycoll._kernels.copy import PackPlan, block, concat_copy, split_copy
 from pycoll._memory import empty
 from pycoll._pieces import follows, joined_views
+from pycoll._trials import Trials
 from pycoll.fusion.buckets import assign_buckets
 
 STRATEGIES = ("pack", "split", "pieces", "each")
@@ -133,7 +133,7 @@ class FusionManager:
         self.strategy = strategy
         self.autotune = bool(autotune) and strategy is None
         self._layouts = collections.OrderedDict()  # signature -> agreed layouts (_agree)
-        self._trials = collections.OrderedDict()   # signature -> _Trials, under autotune
+        self._trials = collections.OrderedDict()   # signature -> Trials, under autotune
         self._buffers: dict = {}        # (kind, dtype, nbytes, slot) -> persistent uint8 buffer
         self._packs: dict = {}          # bucket key -> (arrays, PackPlan)
         self._last = None               # (arrays, (fusion, split), _Planned): the last call
@@ -156,7 +156,7 @@ class FusionManager:
         planned = self._buckets(arrays, fusion, split_indices)
         trials = self._trials.get(planned.key)
         if self.autotune and trials is None:
-            trials = self._trials[planned.key] = _Trials(self._candidates(planned))
+            trials = self._trials[planned.key] = Trials(self._candidates(planned), AUTOTUNE_ROUNDS)
             _bound(self._trials)
         if trials is None or trials.chosen is not None:
             return self._allreduce(arrays, fusion, split_indices, False, planned).wait()
@@ -166,11 +166,9 @@ class FusionManager:
         start = time.perf_counter()
         self._allreduce(arrays, fusion, split_indices, False,
                         planned._replace(ways=trials.candidates[k])).wait()
-        trials.times[k].append(time.perf_counter() - start)
-        if trials.finished():
-            medians = np.array([statistics.median(t) for t in trials.times])
-            slowest = self.comm.allreduce(medians, Op.MAX)          # the same on every rank
-            trials.chosen = trials.candidates[int(np.argmin(slowest))]
+        trials.record(k, time.perf_counter() - start)
+        if trials.finished():                       # Note [Tuning online] in _trials.py
+            trials.decide(lambda medians: self.comm.allreduce(medians, Op.MAX))
         return arrays
 
     def allreduce_async(self, arrays, fusion=None, split_indices=None) -> "FusedHandle":
@@ -631,25 +629,6 @@ def _layout(members, p: int) -> tuple:
         offsets.append(row)
         counts.append(start - (row[0] if row else start))
     return counts, offsets
-
-
-class _Trials:
-    """Autotune's state for one list of arrays: the candidate plans, tried
-    in turn AUTOTUNE_ROUNDS times each, and the one chosen."""
-
-    def __init__(self, candidates: list):
-        self.candidates = candidates
-        self.times = [[] for _ in candidates]
-        self.calls = 0
-        self.chosen = None if len(candidates) > 1 else candidates[0]
-
-    def next(self) -> int:
-        k = self.calls % len(self.candidates)
-        self.calls += 1
-        return k
-
-    def finished(self) -> bool:
-        return self.calls == AUTOTUNE_ROUNDS * len(self.candidates)
 
 
 class FusedHandle:
