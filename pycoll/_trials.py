@@ -5,7 +5,7 @@ in one launch, and decides from that. On this shared host the order of two
 algorithms a few tens of percent apart flips between launches (the host's
 modes, Note [Choosing the way] in _mpicall.pyx): MPICH's calibration timed
 Rabenseifner's allreduce at 4 MiB 25% faster than recursive doubling, and
-three later launches timed recursive doubling 10-25% faster. A choice made
+three later launches timed recursive doubling 1-25% faster. A choice made
 by measuring, in the launch that runs the calls, follows the machine as it
 is now, as Horovod's HOROVOD_AUTOTUNE and Intel MPI's I_MPI_TUNING_AUTO do.
 
@@ -115,9 +115,9 @@ class AlgorithmTuner:
 
     call() asks chosen(key) first: the algorithm decided for the call's
     signature, or None while its trials go on, when it calls trial().
-    After RETUNE_FACTOR times the calls of the trials remembered, all
-    decisions are dropped and tried again (counted over all calls, so
-    every rank drops them at the same call)."""
+    RETUNE_FACTOR times the calls of the trials remembered after the last
+    decision, all decisions are dropped and tried again (counted over all
+    calls, so every rank drops them at the same call)."""
 
     def __init__(self, comm, agree):
         self.comm, self.agree = comm, agree
@@ -139,9 +139,14 @@ class AlgorithmTuner:
             for k in self._fixed:
                 self._trials[k].restart()
             self._fixed.clear()
-            self._retune_at = self._calls + max(
-                RETUNE_CALLS, RETUNE_FACTOR * sum(t.length() for t in self._trials.values()))
+            self._hold()
         return self._fixed.get(key)
+
+    def _hold(self) -> None:
+        """Keep the decisions for RETUNE_FACTOR times the calls of every
+        signature's trials from now (RETUNE_CALLS at least)."""
+        self._retune_at = max(self._retune_at, self._calls + max(
+            RETUNE_CALLS, RETUNE_FACTOR * sum(t.length() for t in self._trials.values())))
 
     def trial(self, key, build, run):
         """Run one call of *key* while its trials go on: run(name) makes it
@@ -160,6 +165,7 @@ class AlgorithmTuner:
         trials.record(k, seconds)
         if trials.finished():
             self._fixed[key] = trials.decide(self.agree)
+            self._hold()
         return result
 
     @staticmethod

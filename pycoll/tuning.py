@@ -56,7 +56,10 @@ of the call shares (collective, message size, process count) and on the
 settings agreed when the Communicator was created (rank 0's calibration and
 PYCOLL_* variables, broadcast once), so every rank picks the same algorithm
 and segment size. ``PYCOLL_ALGORITHM_<COLLECTIVE>=name`` overrides the
-model, ``PYCOLL_SEGMENT_BYTES`` the segment size.
+model, ``PYCOLL_SEGMENT_BYTES`` the segment size. Under autotune (Note
+[Tuning online] in _trials.py) "auto" may leave the model's pick for a
+candidate the ranks have timed faster: the times are agreed by an
+allreduce, so the choice is still the same everywhere.
 """
 from __future__ import annotations
 

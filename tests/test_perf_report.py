@@ -43,3 +43,25 @@ def test_auto_behind_in_every_launch_is_a_miss(tmp_path):
     # takes 1.2x ring's time in every launch, though tree won the third.
     row = auto_row(tmp_path)
     assert row.startswith("0 of 1 ") and "worst 1.20×" in row
+
+
+def test_autotune_summary_counts_each_launchs_ratios(tmp_path):
+    """bench/autotune.py summary: auto's and tuned's time over the best
+    named algorithm of the same launch, the median over launches."""
+    import autotune
+    where = tmp_path / "mpich-5.0.2" / "p2" / "autotune"
+    where.mkdir(parents=True)
+    launches = [{"auto": 12.0, "tuned": 10.0, "ring": 10.0, "tree": 11.0},
+                {"auto": 10.0, "tuned": 15.0, "ring": 20.0, "tree": 10.0},
+                {"auto": 13.0, "tuned": 10.5, "ring": 10.0, "tree": 30.0}]
+    for k, times in enumerate(launches, 1):
+        rows = [{"op": "allreduce", "algorithm": a, "dtype": "float32", "size": 1 << 20,
+                 "inplace": False, "time_us": t, **({"chosen": "ring"} if a == "tuned" else {})}
+                for a, t in times.items()]
+        (where / f"allreduce_run{k}.json").write_text(json.dumps({"rows": rows}))
+    lines = autotune.summary(where)
+    assert lines[0] == "mpich-5.0.2: 1 (op, dtype, size), 3 launches"
+    # auto: 1.2, 1.0, 1.3 -> 1.2, outside 10%; tuned: 1.0, 1.5, 1.05 -> 1.05
+    assert "auto  within 10% of the best: 0 of 1; geometric mean 1.200" in lines[1]
+    assert "tuned within 10% of the best: 1 of 1; geometric mean 1.050" in lines[2]
+    assert "chose ring, ring, ring; best ring, tree, ring" in lines[3]

@@ -130,18 +130,31 @@ def test_decisions_are_tried_again_after_many_calls(monkeypatch):
     tuner = AlgorithmTuner(FakeComm(), lambda m: m)
     args = args_of("allreduce", 16 << 20)
     length = tuner._trials_of(args).length()
-    tuner._retune_at = length + 20              # as if RETUNE_CALLS were that at first
-    ran = tuned_calls(tuner, "key", args, None, 5 * length)
-    # Trials, the choice until call length + 20 (counted over all calls,
-    # trials' included), trials again, then the choice for RETUNE_FACTOR
-    # times the trials' calls, and trials again.
+    ran = tuned_calls(tuner, "key", args, None, 7 * length)
+    # Trials; the choice for RETUNE_FACTOR times the trials' calls after
+    # the decision (calls counted from 1, trials' included); trials again;
+    # the choice again.
     names = tuning.candidates("allreduce", 16 << 20, 2, Settings(), "float32")
     trial = ran[:length]
     assert trial[0] == names[0] and set(trial) == set(names)
-    assert ran[length:length + 19] == [names[0]] * 19
-    assert ran[length + 19:2 * length + 19] == trial
-    assert ran[2 * length + 19:3 * length + 19] == [names[0]] * length
-    assert ran[3 * length + 19:4 * length + 19] == trial
+    assert ran[length:3 * length - 1] == [names[0]] * (2 * length - 1)
+    assert ran[3 * length - 1:4 * length - 1] == trial
+    assert ran[4 * length - 1:6 * length - 2] == [names[0]] * (2 * length - 1)
+    assert ran[6 * length - 2:7 * length - 2] == trial[:len(ran) - 6 * length + 2]
+
+
+def test_a_new_decision_holds_every_decision_longer(monkeypatch):
+    """Decisions hold for RETUNE_FACTOR times all the trials' calls after
+    the last one: a signature decided late is not tried again at once."""
+    monkeypatch.setattr(_trials, "RETUNE_FACTOR", 2)
+    monkeypatch.setattr(_trials, "RETUNE_CALLS", 1)
+    tuner = AlgorithmTuner(FakeComm(), lambda m: m)
+    args = args_of("allreduce", 16 << 20)
+    length = tuner._trials_of(args).length()
+    tuned_calls(tuner, "a", args, None, length)
+    tuned_calls(tuner, "b", args, None, length + 1)
+    assert tuner._retune_at == 2 * length + 2 * (2 * length)
+    assert None not in tuner.choices().values()
 
 
 def test_forgotten_signatures_lose_their_decision(monkeypatch):
