@@ -1,12 +1,12 @@
 """Autotune against the model: "auto" and "tuned" beside every algorithm.
 
-    python bench/autotune.py run [--repeat 3]     # in an MPI venv: p = 2, this MPI
-    python bench/autotune.py summary              # every library's runs
+    python bench/autotune.py run [--procs 2] [--repeat 3]    # in an MPI venv: this MPI
+    python bench/autotune.py summary                         # every library's runs
 
 ``run`` sweeps allreduce, reduce and reduce_scatter from 1 MiB to 64 MiB
 (float32 and bfloat16), "auto", "tuned" (auto on a Communicator with
 autotune=True, timed after its trials) and every named algorithm taking
-turns, into bench/results/<mpi>/p2/autotune/. ``summary`` prints, per
+turns, into bench/results/<mpi>/p<P>/autotune/. ``summary`` prints, per
 (op, dtype, size), each launch's time of auto and of tuned over the best
 named algorithm of that launch, their medians over launches, and how many
 are within 10% (Note [Tuning online] in pycoll/_trials.py).
@@ -30,14 +30,14 @@ SWEEP = ["-b", "1M", "-e", "64M", "-f", "4", "-n", "4", "-R", "5", "-w", "3", "-
          "-d", "float32,bfloat16"]
 
 
-def run(repeat: int) -> None:
+def run(p: int, repeat: int) -> None:
     library = launch(1, ["-c", "from mpi4py import MPI; print(MPI.Get_library_version())"])
-    where = RESULTS / tuning.library_slug(library) / "p2" / "autotune"
+    where = RESULTS / tuning.library_slug(library) / f"p{p}" / "autotune"
     where.mkdir(parents=True, exist_ok=True)
     for k in range(1, repeat + 1):
         for op in TUNED_OPS:
             print(f"{where.parent.parent.name}: {op} run {k}/{repeat}", flush=True)
-            launch(2, ["-m", "pycoll.bench", op, *SWEEP, "-a",
+            launch(p, ["-m", "pycoll.bench", op, *SWEEP, "-a",
                        ",".join(["auto", TUNED, *ALGORITHMS[op]]),
                        "--json", str(where / f"{op}_run{k}.json")])
 
@@ -62,7 +62,7 @@ def summary(where: Path) -> list:
     if not ratios:
         return []
     medians = {a: {key: statistics.median(r[a]) for key, r in ratios.items()} for a in ("auto", TUNED)}
-    lines = [f"{where.parent.parent.name}: {len(ratios)} (op, dtype, size), "
+    lines = [f"{where.parent.parent.name} {where.parent.name}: {len(ratios)} (op, dtype, size), "
              f"{len(next(iter(ratios.values()))['auto'])} launches"]
     for a, m in medians.items():
         worst = max(m, key=m.get)
@@ -81,11 +81,12 @@ def summary(where: Path) -> list:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("run", "summary"))
+    parser.add_argument("--procs", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     if args.command == "run":
-        run(args.repeat)
-    for where in sorted(RESULTS.glob("*/p2/autotune")):
+        run(args.procs, args.repeat)
+    for where in sorted(RESULTS.glob("*/p*/autotune")):
         print("\n".join(summary(where)))
     return 0
 

@@ -60,7 +60,7 @@ def test_autotune_summary_counts_each_launchs_ratios(tmp_path):
                 for a, t in times.items()]
         (where / f"allreduce_run{k}.json").write_text(json.dumps({"rows": rows}))
     lines = autotune.summary(where)
-    assert lines[0] == "mpich-5.0.2: 1 (op, dtype, size), 3 launches"
+    assert lines[0] == "mpich-5.0.2 p2: 1 (op, dtype, size), 3 launches"
     # auto: 1.2, 1.0, 1.3 -> 1.2, outside 10%; tuned: 1.0, 1.5, 1.05 -> 1.05
     assert "auto  within 10% of the best: 0 of 1; geometric mean 1.200" in lines[1]
     assert "tuned within 10% of the best: 1 of 1; geometric mean 1.050" in lines[2]
