@@ -140,7 +140,8 @@ class AlgorithmTuner:
         return run(name) if name is not None else self.trial(key, build, run)
 
     def chosen(self, key):
-        """The algorithm decided for signature *key*, or None."""
+        """The algorithm decided for signature *key*, or None. Counts the
+        call, and drops every decision when their time is up."""
         self._calls += 1
         if self._calls >= self._retune_at:
             for k in self._fixed:
@@ -156,9 +157,8 @@ class AlgorithmTuner:
             RETUNE_CALLS, RETUNE_FACTOR * sum(t.length() for t in self._trials.values())))
 
     def trial(self, key, build, run):
-        """Run one call of *key* while its trials go on: run(name) makes it
-        with algorithm *name*; build() gives its CollArgs (raising, before
-        any message, on bad arguments)."""
+        """Run one call of *key* while its trials go on (arguments as for
+        call())."""
         trials = self._trials.get(key)
         if trials is None:
             trials = self._trials[key] = self._trials_of(build())

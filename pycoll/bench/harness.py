@@ -243,7 +243,9 @@ def run(args) -> int:
     from mpi4py import MPI
 
     comm = pycoll.Communicator()
-    tuned_comm = pycoll.Communicator(autotune=True)
+    # Creation is collective: every rank has the same arguments.
+    wanted = any(TUNED in algorithms_for(op, args.algorithms) for op in args.ops)
+    tuned_comm = pycoll.Communicator(autotune=True) if wanted else None
     native = MPI.COMM_WORLD.Dup()          # native collectives and the harness's own sync
     p, rank = comm.size, comm.rank
     table = Table(rank)
@@ -325,7 +327,8 @@ def run(args) -> int:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
     native.Free()
     comm.free()
-    tuned_comm.free()
+    if tuned_comm is not None:
+        tuned_comm.free()
     return 0 if wrong == 0 else 1
 
 
