@@ -905,7 +905,8 @@ cdef class Lane(StagedSends):
 
     cdef Transport transport
     cdef CallResources calls
-    cdef object base, shape, dtype, collective, algorithm
+    cdef object base, shape, dtype, collective
+    cdef readonly object algorithm     # api.py, Note [One plan per algorithm]
     cdef pycoll_binary_loop loop
     cdef int code, nsteps, divisor, stuck_peer, stuck_step
     cdef bint gets_result, sends
@@ -1064,7 +1065,8 @@ cdef class ReduceScatterLane(StagedSends):
 
     cdef Transport transport
     cdef CallResources calls
-    cdef object base, shape, dtype, algorithm
+    cdef object base, shape, dtype
+    cdef readonly object algorithm
     cdef pycoll_binary_loop loop
     cdef int code, nsteps, divisor, stuck_peer, stuck_step
     cdef double deadline
@@ -1235,7 +1237,8 @@ cdef class StepLane(StagedSends):
 
     cdef Transport transport
     cdef CallResources calls
-    cdef object base, shape, dtype, word, collective, algorithm
+    cdef object base, shape, dtype, word, collective
+    cdef readonly object algorithm
     cdef Py_ssize_t xbytes, outbytes, workbytes, align, largest_send
     cdef bint has_result
     cdef int nsteps, stuck_peer, stuck_step
@@ -1625,7 +1628,8 @@ cdef class BroadcastLane(StagedSends):
 
     cdef Transport transport
     cdef CallResources calls
-    cdef object base, message, expected, rest, algorithm
+    cdef object base, message, expected, rest
+    cdef readonly object algorithm
     cdef Py_ssize_t nbytes, align, capacity
     cdef int parent, nchildren, nmessages, done, stuck_peer
     cdef int children[MAX_CHILDREN]

@@ -274,12 +274,10 @@ class Plan:
 
     __slots__ = ("args", "comm", "algorithm", "module", "channel", "task", "lane")
 
-    def __init__(self, comm: "Communicator", args: CollArgs):
+    def __init__(self, comm: "Communicator", args: CollArgs, algorithm: str | None = None):
+        """*algorithm*: the one args asks for, "auto" resolved (_resolved)."""
         self.args, self.comm = args, comm
-        self.algorithm = args.algorithm
-        if self.algorithm == "auto":
-            self.algorithm = tuning.select(args.collective, args.n, comm.size, comm.settings,
-                                           args.dtype.name)
+        self.algorithm = algorithm or _resolved(comm, args)
         self.module = REGISTRY[args.collective][self.algorithm]
         op = args.op.kernel if args.op is not None else -1
         segment = tuning.segment(args.collective, self.algorithm, args.n, comm.size, comm.settings)
@@ -367,8 +365,18 @@ def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: 
                                       sum(counts), p if args.op is Op.AVG else 0, algorithm)
 
 
+def _resolved(comm, args: CollArgs) -> str:
+    """The algorithm a call of *args* runs: the one named, or the model's
+    pick for "auto" (the same on every rank, Note [Same choice everywhere]
+    in tuning.py)."""
+    if args.algorithm != "auto":
+        return args.algorithm
+    return tuning.select(args.collective, args.n, comm.size, comm.settings, args.dtype.name)
+
+
 def _plan(c: "Communicator", key: tuple, build) -> Plan:
-    """The Plan of call signature *key*, made by ``build()`` on first use.
+    """The Plan of call signature *key*, made by ``build()`` on first use,
+    or the one its algorithm already has (Note [One plan per algorithm]).
     build() checks the arguments and raises before any message is sent."""
     try:
         return c._plans[key]
@@ -376,11 +384,46 @@ def _plan(c: "Communicator", key: tuple, build) -> Plan:
         pass
     except TypeError:                   # an unhashable argument: build() names it
         return Plan(c, build())
-    plan = Plan(c, build())
-    if len(c._plans) >= PLAN_CACHE:
+    args = build()
+    algorithm = _resolved(c, args)
+    named = _named_key(key, algorithm)
+    plan = c._plans.get(named) if named is not None else None
+    return _keep(c, key, named, plan if plan is not None else Plan(c, args, algorithm))
+
+
+# Note [One plan per algorithm]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A call with algorithm="auto" and one that names the algorithm "auto"
+# picks run the same Plan and the same lane: the signature's first call
+# stores what it makes under both keys (the one with "auto", the one with
+# the name), and a later call under either finds it. The Plan and the lane
+# are a function of the signature and the algorithm alone, so nothing
+# changes but this: a lane times its ways of sending (Note [Choosing the
+# way] in _mpicall.pyx) over every call that runs it. With a Plan each,
+# "auto" and its pick settled on their ways apart, and a program (or a
+# benchmark) that used both paid twice for the settling and the memory;
+# in one launch the two timed the same calls up to 1.3x apart (README,
+# "auto" within 10%). Scatter's root and header lanes, which answer to
+# the header the root sends, keep one per name.
+
+def _named_key(key: tuple, algorithm: str):
+    """*key* with its "auto" replaced by *algorithm*; None when *key* names
+    an algorithm already."""
+    if not any(type(k) is str and k == "auto" for k in key):
+        return None
+    return tuple(algorithm if type(k) is str and k == "auto" else k for k in key)
+
+
+def _keep(c, key: tuple, named, made):
+    """Keep *made* (a Plan or a lane) under *key*, and under *named* too
+    when given (Note [One plan per algorithm]); returns it. At the limit
+    the cache forgets everything first."""
+    if len(c._plans) >= PLAN_CACHE - 1:
         c._plans.clear()
-    c._plans[key] = plan
-    return plan
+    c._plans[key] = made
+    if named is not None:
+        c._plans[named] = made
+    return made
 
 
 def _hashable(sizes):
@@ -966,12 +1009,14 @@ def _cached_lane(c, key: tuple, make):
     try:
         return c._plans[key]
     except KeyError:
-        if len(c._plans) >= PLAN_CACHE:
-            c._plans.clear()
-        lane = c._plans[key] = make()
-        return lane
+        pass
     except TypeError:
         return None
+    lane = make()
+    algorithm = getattr(lane, "algorithm", None)    # scatter's root and header lanes: none
+    named = _named_key(key, algorithm) if algorithm else None
+    kept = c._plans.get(named) if named is not None else None
+    return _keep(c, key, named, kept if kept is not None else lane)
 
 
 def _broadcast_lane(c, x, root, algorithm, timeout):

@@ -662,6 +662,7 @@ def group_lane(run):
     deadline_lane_cases(run)
     solo_lane_cases(run)
     barrier_lane_cases(run)
+    one_plan_per_algorithm_cases(run)
 
 
 def deadline_lane_cases(run):
@@ -971,6 +972,64 @@ def entries_take_plain_calls(run):
             assert got is None, name
         else:
             run.check(f"{name} through its C entry", got, want)
+    run.count += 1
+
+
+def one_plan_per_algorithm_cases(run):
+    """A call with algorithm="auto" and one naming the algorithm it picks
+    run the same Plan or lane, whichever comes first (pycoll/api.py, Note
+    [One plan per algorithm]), with the same results."""
+    comm, p, r = run.comm, run.p, run.r
+    sub = comm.split(0)                 # a communicator with no plans yet
+    calls = {
+        "allreduce": lambda x, a: sub.allreduce(x, op=pycoll.SUM, algorithm=a),
+        "reduce": lambda x, a: sub.reduce(x, op=pycoll.SUM, root=p - 1, algorithm=a),
+        "reduce_scatter": lambda x, a: sub.reduce_scatter(x, op=pycoll.SUM, algorithm=a),
+        "allgather": lambda x, a: sub.allgather(x, algorithm=a),
+        "gather": lambda x, a: sub.gather(x, root=0, algorithm=a),
+        "alltoall": lambda x, a: sub.alltoall(x, algorithm=a),
+        "broadcast": lambda x, a: sub.broadcast(x, root=0, algorithm=a),
+    }
+    # Small (lanes) and large (the general path, several segments).
+    for rows in (2 * p, 3000 * p):
+        for collective, call in calls.items():
+            name = f"one plan {collective} {rows} rows"
+            x = rank_data("float32", (rows, 2), r, seed_of(name))
+            before = set(sub._plans)
+            first = call(x.copy(), "auto")
+            autos = {key: v for key, v in sub._plans.items()
+                     if key not in before and "auto" in key and v is not None}
+            picks = {v.algorithm for v in autos.values()}
+            assert len(picks) <= 1, (name, picks)
+            # A rank may make no plan (a small broadcast inside its header
+            # has none off the root): the others' pick, found with mpi4py.
+            everyone = set(MPI.COMM_WORLD.allgather(picks.pop() if picks else None)) - {None}
+            assert len(everyone) == 1, (name, everyone)
+            pick = everyone.pop()
+            before = set(sub._plans)
+            again = call(x.copy(), pick)
+            made = [key for key in sub._plans if key not in before and sub._plans[key] is not None]
+            assert not made, (name, "the named call made its own plan or lane", made)
+            for key, kept in autos.items():
+                named = tuple(pick if part == "auto" else part for part in key)
+                assert sub._plans[named] is kept, (name, key)
+            if first is not None:
+                run.check(name, again, first)
+            if collective in ("allreduce", "allgather", "broadcast"):
+                run.same_everywhere(name, first)
+    # The other order: named first, then "auto" finds what it made.
+    x = np.arange(6.0) + r
+    key = ("allreduce", x.dtype, x.shape, pycoll.SUM, "auto", None)
+    with comm.split(0) as fresh:
+        probe = fresh.allreduce(x, op=pycoll.SUM)
+        pick = fresh._plans[key].algorithm
+    with comm.split(0) as fresh:
+        named = fresh.allreduce(x, op=pycoll.SUM, algorithm=pick)
+        plan = fresh._plans[key[:4] + (pick, None)]
+        run.check("one plan, named first", fresh.allreduce(x, op=pycoll.SUM), named)
+        assert fresh._plans[key] is plan, "auto made a second plan after the named call"
+        run.check("one plan, named first vs auto first", named, probe)
+    sub.free()
     run.count += 1
 
 
