@@ -990,11 +990,20 @@ def one_plan_per_algorithm_cases(run):
         "alltoall": lambda x, a: sub.alltoall(x, algorithm=a),
         "broadcast": lambda x, a: sub.broadcast(x, root=0, algorithm=a),
     }
+    def expected(collective, xs):
+        total = reduce_ranks(Op.SUM, xs)
+        return {"allreduce": total, "reduce": total if r == p - 1 else None,
+                "reduce_scatter": np.array_split(total, p)[r],
+                "allgather": np.concatenate(xs), "gather": np.concatenate(xs) if r == 0 else None,
+                "alltoall": np.concatenate([np.array_split(xi, p)[r] for xi in xs]),
+                "broadcast": xs[0]}[collective]
+
     # Small (lanes) and large (the general path, several segments).
     for rows in (2 * p, 3000 * p):
         for collective, call in calls.items():
             name = f"one plan {collective} {rows} rows"
-            x = rank_data("float32", (rows, 2), r, seed_of(name))
+            xs = [rank_data("float32", (rows, 2), i, seed_of(name), Op.SUM) for i in range(p)]
+            x = xs[r]
             before = set(sub._plans)
             first = call(x.copy(), "auto")
             autos = {key: v for key, v in sub._plans.items()
@@ -1013,8 +1022,12 @@ def one_plan_per_algorithm_cases(run):
             for key, kept in autos.items():
                 named = tuple(pick if part == "auto" else part for part in key)
                 assert sub._plans[named] is kept, (name, key)
-            if first is not None:
-                run.check(name, again, first)
+            want = expected(collective, xs)
+            if want is None:
+                assert first is None and again is None, name
+            else:
+                run.check(name, first, want)
+                run.check(name + " named", again, want)
             if collective in ("allreduce", "allgather", "broadcast"):
                 run.same_everywhere(name, first)
     # The other order: named first, then "auto" finds what it made.
