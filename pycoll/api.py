@@ -388,9 +388,7 @@ def _plan(c: "Communicator", key: tuple, build) -> Plan:
         return Plan(c, build())
     args = build()
     algorithm = _resolved(c, args)
-    named = _named_key(key, algorithm)
-    plan = c._plans.get(named) if named is not None else None
-    return _keep(c, key, named, plan if plan is not None else Plan(c, args, algorithm))
+    return _keep(c, key, algorithm, lambda: Plan(c, args, algorithm))
 
 
 # Note [One plan per algorithm]
@@ -402,24 +400,30 @@ def _plan(c: "Communicator", key: tuple, build) -> Plan:
 # are a function of the signature and the algorithm alone, so nothing
 # changes but this: a lane times its ways of sending (Note [Choosing the
 # way] in _mpicall.pyx) over every call that runs it. With a Plan each,
-# "auto" and its pick settled on their ways apart, and a program (or a
-# benchmark) that used both paid twice for the settling and the memory;
-# in one launch the two timed the same calls up to 1.3x apart (README,
-# "auto" within 10%). Scatter's root and header lanes, which answer to
-# the header the root sends, keep one per name.
+# "auto" and its pick settled on their ways apart, and a program that
+# used both paid twice for the settling and the memory. (It did not bring
+# the benchmark's "auto" closer to its pick timed under its own name: that
+# gap, up to 1.3x in one launch, is the noise between turns; README,
+# Performance.) Scatter's root and header lanes, which answer to the
+# header the root sends, keep one per name.
 
-def _named_key(key: tuple, algorithm: str):
+def _named_key(key: tuple, algorithm):
     """*key* with its "auto" replaced by *algorithm*; None when *key* names
-    an algorithm already."""
-    if not any(type(k) is str and k == "auto" for k in key):
+    an algorithm already or *algorithm* is empty or None."""
+    if not algorithm or not any(type(k) is str and k == "auto" for k in key):
         return None
     return tuple(algorithm if type(k) is str and k == "auto" else k for k in key)
 
 
-def _keep(c, key: tuple, named, made):
-    """Keep *made* (a Plan or a lane) under *key*, and under *named* too
-    when given (Note [One plan per algorithm]); returns it. At the limit
-    the cache forgets everything first."""
+def _keep(c, key: tuple, algorithm, make):
+    """What the cache keeps for *key*, which runs *algorithm*: the Plan or
+    lane already kept under the key naming it (Note [One plan per
+    algorithm]), else ``make()``; kept under both keys. At the limit the
+    cache forgets everything first."""
+    named = _named_key(key, algorithm)
+    made = c._plans.get(named) if named is not None else None
+    if made is None:
+        made = make()
     if len(c._plans) >= PLAN_CACHE - 1:
         c._plans.clear()
     c._plans[key] = made
@@ -1015,10 +1019,8 @@ def _cached_lane(c, key: tuple, make):
     except TypeError:
         return None
     lane = make()
-    algorithm = getattr(lane, "algorithm", None)    # scatter's root and header lanes: none
-    named = _named_key(key, algorithm) if algorithm else None
-    kept = c._plans.get(named) if named is not None else None
-    return _keep(c, key, named, kept if kept is not None else lane)
+    # Scatter's root and header lanes name no algorithm: kept under key alone.
+    return _keep(c, key, getattr(lane, "algorithm", None), lambda: lane)
 
 
 def _broadcast_lane(c, x, root, algorithm, timeout):
