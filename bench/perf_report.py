@@ -18,8 +18,9 @@ Every JSON lands in bench/results/<mpi>/p<p>/.
 markers in README.md: the targets of the performance work with their
 ratios (medians over the repeats of each run's ratio), the model's
 predictions beside the measurements, busbw tables per algorithm, and the
-plot bench/results/busbw.png; and the fusion table between its own
-markers. Nothing here is a test.
+plot bench/results/busbw.png; and the fusion table and the table of the
+calibrations (the kernels' cost per byte, the reduction segments' scores)
+between their own markers. Nothing here is a test.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 BEGIN, END = "<!-- perf-table -->", "<!-- /perf-table -->"
 FUSION_BEGIN, FUSION_END = "<!-- fusion-table -->", "<!-- /fusion-table -->"
+CALIBRATION_BEGIN, CALIBRATION_END = "<!-- calibration-table -->", "<!-- /calibration-table -->"
 OPS = ("allreduce", "reduce", "allgather", "reduce_scatter", "broadcast")
 # Every algorithm and native take turns at each size (-R rounds of -n
 # iterations; the median round counts), so drift on the shared machine
@@ -440,6 +442,36 @@ def fusion_section() -> list:
     return lines
 
 
+def calibration_section() -> list:
+    """README's table of the calibrations behind the reports, one row per
+    (MPI, p): the half types' kernel cost per byte relative to float32's,
+    each candidate segment's score (tuning.segment_scores: its mean time
+    relative to the fastest candidate's) and the segment kept."""
+    from pycoll import tuning
+    made = []
+    for mpi_dir in sorted(d for d in RESULTS.iterdir() if d.is_dir()):
+        for p_dir in sorted(d for d in mpi_dir.iterdir() if d.is_dir()):
+            data = Runs(p_dir).tuning
+            if data:
+                made.append(data)
+    segments = sorted({int(c) for data in made for c in data.get("segments", {})})
+    lines = [CALIBRATION_BEGIN, "",
+             "| calibration | date | float16 byte | bfloat16 byte | "
+             + "".join(f"{human(c)} segments | " for c in segments) + "segment kept |",
+             "|---|---|---:|---:|" + "---:|" * len(segments) + "---|"]
+    for data in made:
+        cost = data["params"].get("kernel_cost", {})
+        times = {int(c): cases for c, cases in data.get("segments", {}).items()}
+        scores = tuning.segment_scores(times) if times else {}
+        cells = [f"{data['mpi'].rstrip(',')}, p = {data['p']}", data["date"][:10],
+                 fmt(cost.get("float16")), fmt(cost.get("bfloat16"))]
+        cells += [fmt(scores.get(c), ".3f", "") for c in segments]
+        cells.append(human(data["params"]["reduce_segment"]))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", CALIBRATION_END]
+    return lines
+
+
 def half_command(runs, p: int) -> str:
     """The sentence naming the float16/bfloat16 runs' command, if any."""
     meta = runs.metas.get("half")
@@ -520,6 +552,7 @@ def render() -> None:
     readme = ROOT / "README.md"
     body = replace_section(readme.read_text(), BEGIN, END, sections)
     body = replace_section(body, FUSION_BEGIN, FUSION_END, fusion_section())
+    body = replace_section(body, CALIBRATION_BEGIN, CALIBRATION_END, calibration_section())
     readme.write_text(body)
     print("README.md updated")
 

@@ -284,21 +284,27 @@ def segment(collective: str, algorithm: str, n: int, p: int, settings) -> int:
     return WHOLE
 
 
-def choose_reduce_segment(times: dict) -> int:
-    """The reduction segment a calibration keeps (Note [Reduction
-    segments]). *times* maps each candidate segment to {case: seconds},
-    the same cases for every candidate. Each candidate scores the mean over
-    cases of its time relative to the fastest candidate's; the smallest
-    candidate within SEGMENT_TIE of the best score wins."""
+def segment_scores(times: dict) -> dict:
+    """Each candidate segment's score (Note [Reduction segments]): the
+    mean over cases of its time relative to the fastest candidate's.
+    *times* maps each candidate segment to {case: seconds}; the cases timed
+    for every candidate count."""
     candidates = sorted(times)
     cases = sorted(set.intersection(*(set(times[c]) for c in candidates))) if candidates else []
     if not cases:
-        raise ValueError("choose_reduce_segment needs the same timed cases for every candidate")
+        raise ValueError("segment_scores needs the same timed cases for every candidate")
     fastest = {case: min(times[c][case] for c in candidates) for case in cases}
-    score = {c: sum(times[c][case] / fastest[case] for case in cases) / len(cases)
-             for c in candidates}
+    return {c: sum(times[c][case] / fastest[case] for case in cases) / len(cases)
+            for c in candidates}
+
+
+def choose_reduce_segment(times: dict) -> int:
+    """The reduction segment a calibration keeps (Note [Reduction
+    segments]): of the candidates' segment_scores, the smallest candidate
+    within SEGMENT_TIE of the best score."""
+    score = segment_scores(times)
     best = min(score.values())
-    return next(c for c in candidates if score[c] <= best * (1 + SEGMENT_TIE))
+    return next(c for c in sorted(score) if score[c] <= best * (1 + SEGMENT_TIE))
 
 
 def check_settings(settings) -> None:

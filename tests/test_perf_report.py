@@ -65,3 +65,29 @@ def test_autotune_summary_counts_each_launchs_ratios(tmp_path):
     assert "auto  within 10% of the best: 0 of 1; geometric mean 1.200" in lines[1]
     assert "tuned within 10% of the best: 1 of 1; geometric mean 1.050" in lines[2]
     assert "chose ring, ring, ring; best ring, tree, ring" in lines[3]
+
+
+def test_calibration_table_scores_the_segments_as_the_calibration_did(tmp_path, monkeypatch):
+    """One row per calibration: the half types' kernel cost, each
+    candidate segment's mean time relative to the fastest, the segment kept
+    (the smallest within SEGMENT_TIE of the best score)."""
+    from pycoll import tuning
+    one, four = 1 << 20, 4 << 20
+    segments = {str(one): {"a": 1.2, "b": 2.0}, str(four): {"a": 1.0, "b": 2.04}}
+    kept = tuning.choose_reduce_segment({int(c): t for c, t in segments.items()})
+    where = tmp_path / "mpich-5.0.2" / "p2"
+    where.mkdir(parents=True)
+    (where / "tuning.json").write_text(json.dumps({
+        "mpi": "MPICH Version: 5.0.2", "p": 2, "date": "2026-11-26T04:06:37+00:00",
+        "params": {"kernel_cost": {"float32": 1.0, "float16": 1.631, "bfloat16": 1.297},
+                   "reduce_segment": kept},
+        "segments": segments}))
+    (tmp_path / "openmpi-5.0.11" / "p4").mkdir(parents=True)       # no calibration: no row
+    monkeypatch.setattr(perf_report, "RESULTS", tmp_path)
+    lines = perf_report.calibration_section()
+    assert lines[0] == perf_report.CALIBRATION_BEGIN and lines[-1] == perf_report.CALIBRATION_END
+    rows = [line for line in lines if line.startswith("| MPICH")]
+    # 1 MiB: (1.2/1.0 + 2.0/2.0) / 2 = 1.100; 4 MiB: (1.0 + 2.04/2.0) / 2 = 1.010.
+    assert rows == ["| MPICH Version: 5.0.2, p = 2 | 2026-11-26 | 1.63× | 1.30× | 1.100 | 1.010 | 4 MiB |"]
+    assert kept == four
+    assert "1 MiB segments | 4 MiB segments" in lines[2]
