@@ -46,7 +46,7 @@ def main(paths):
           f"{len(paths)} run(s) -->")
     print("| kernel | size | pycoll GB/s | reference GB/s | ratio |")
     print("|---|---|---|---|---|")
-    for key in sorted(merged, key=lambda k: (k[0], k[1], _size_key(k[2]))):
+    for key in sorted(merged, key=lambda k: (k[0] == "pack", k[1], _size_key(k[2]))):
         kind, what, size = key
         values = merged[key]
         mine = statistics.median(v[0] for v in values)
@@ -65,4 +65,7 @@ def _size_key(size):
 
 
 if __name__ == "__main__":
+    if not sys.argv[1:] or sys.argv[1].startswith("-"):
+        sys.exit("usage: python bench/report_kernels.py RUN.json [RUN.json ...]  "
+                 "(from python -m pytest bench/bench_kernels.py --benchmark-json=RUN.json)")
     main(sys.argv[1:])
