@@ -11,7 +11,9 @@ one session, so the ratios are comparable even on a noisy machine:
   ml_dtypes' bfloat16 add (both in place);
 - packing 100 arrays of mixed sizes into one buffer against one copy of the
   same number of bytes (``np.copyto``), with a PackPlan built once as the
-  fusion manager does, and with the one-shot ``pack``.
+  fusion manager does, and with the one-shot ``pack``;
+- SUM float16 and bfloat16 in place at each instruction-set level this CPU
+  can run (``half_isa``: what a machine without AVX-512 or F16C gets).
 """
 import functools
 
@@ -97,3 +99,29 @@ def test_pack_100_arrays(benchmark, impl, size):
     benchmark.group = f"pack {size}"
     benchmark.extra_info.update(kind="pack", size=size, nbytes=nbytes, impl=impl)
     benchmark.pedantic(call, rounds=rounds_for(nbytes), iterations=1, warmup_rounds=2)
+
+
+def half_levels():
+    """The float16/bfloat16 level this CPU runs and every level below it."""
+    levels = ["avx512bf16", "avx512", "avx2", "baseline"]
+    return levels[levels.index(kreduce.half_isa()):]
+
+
+@pytest.mark.parametrize("level", half_levels())
+@pytest.mark.parametrize("size", ["64KiB", "1MiB"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_sum_half_level(benchmark, level, dtype, size):
+    nbytes = SIZES[size]
+    a, b = operands(DTYPES[dtype], nbytes)
+    code, op = BY_NAME[dtype].code, Op.SUM.kernel
+    detected = kreduce.half_isa()
+    kreduce._set_half_isa(level)
+    try:
+        benchmark.group = f"sum {dtype} {size} by level"
+        benchmark.extra_info.update(kind="level", dtype=dtype, size=size, nbytes=nbytes,
+                                    impl=level)
+        benchmark.pedantic(lambda: kreduce.reduce(op, code, a, a, b),
+                           rounds=rounds_for(nbytes, slow=level == "baseline"),
+                           iterations=1, warmup_rounds=2)
+    finally:
+        kreduce._set_half_isa(detected)

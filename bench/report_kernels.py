@@ -57,6 +57,33 @@ def main(paths):
         else:
             label = f"pack 100 arrays ({'PackPlan' if what == 'plan' else 'pack()'}) vs one copy"
         print(f"| {label} | {size} | {mine:.2f} | {ref:.2f} | {ratio:.2f}x |")
+    levels = level_table([load(p)[1] for p in paths])
+    if levels:
+        print()
+        print(*levels, sep="\n")
+
+
+LEVELS = ("avx512bf16", "avx512", "avx2", "baseline")
+
+
+def level_table(runs):
+    """SUM float16/bfloat16 in place at each instruction-set level (GB/s,
+    one operand's bytes; medians over the runs), or [] without those cases."""
+    speeds = defaultdict(list)
+    for rows in runs:
+        for (kind, dtype, size, level), (median, nbytes) in rows.items():
+            if kind == "level":
+                speeds[(dtype, size, level)].append(nbytes / median / 1e9)
+    if not speeds:
+        return []
+    levels = [v for v in LEVELS if any(key[2] == v for key in speeds)]
+    lines = ["| SUM in place, GB/s | size | " + " | ".join(levels) + " |",
+             "|---|---|" + "---|" * len(levels)]
+    for dtype, size in sorted({key[:2] for key in speeds}, key=lambda k: (k[0], _size_key(k[1]))):
+        cells = [f"{statistics.median(speeds[(dtype, size, v)]):.2f}"
+                 if (dtype, size, v) in speeds else "–" for v in levels]
+        lines.append(f"| {dtype} | {size} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _size_key(size):

@@ -227,6 +227,23 @@ def test_scale(dtype, n):
     assert_bitwise_equal(x, expected)
 
 
+@pytest.mark.parametrize("half_isa", HALF_ISAS, indirect=True)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_scale_at_every_level(half_isa, dtype):
+    """AVG's division at every instruction-set level, in place or not, with
+    tails of every length a 16- or 32-value block leaves."""
+    dt = BY_NAME[dtype]
+    rng = np.random.default_rng(17)
+    for n in (1, 15, 17, 31, 33, 1000):
+        x = sample(dtype, n, rng, special=True)
+        expected = (x.astype(np.float32) / np.float32(3)).astype(dt.numpy)
+        out = np.empty_like(x)
+        kreduce.scale(dt.code, out, x, 3.0)
+        assert_bitwise_equal(out, expected, f"{half_isa}, n = {n}")
+        kreduce.scale(dt.code, x, x, 3.0)
+        assert_bitwise_equal(x, expected, f"{half_isa}, n = {n}, in place")
+
+
 class TestKernelErrors:
     """Bad input raises before anything is written."""
 

@@ -149,39 +149,11 @@ static const half_impl impl_scalar = {"baseline", binary_scalar, widen_scalar, n
 #ifdef PYCOLL_X86
 
 /*
- * One vector body per instruction set, written once as a macro over the
- * lane count W and the load/store/arithmetic primitives of that set. The
+ * The float32 conversions per instruction set, written once as a macro
+ * over the lane count W and the load/store primitives of that set. The
  * tail goes through the same body from a zero-padded block.
  */
-#define HALF_VECTOR_IMPL(SUFFIX, TARGET, W, VEC, LOAD, STORE, ADD, MUL, DIV, SET1)   \
-    __attribute__((target(TARGET)))                                                \
-    static void binary_##SUFFIX(int fmt, int op, uint16_t *out, const uint16_t *a,  \
-                                const uint16_t *b, float s, size_t n)               \
-    {                                                                               \
-        uint16_t ta[W] = {0}, tb[W] = {0}, to[W];                                   \
-        VEC vs = SET1(s);                                                           \
-        for (size_t i = 0; i < n; i += W) {                                         \
-            size_t k = n - i < W ? n - i : W;                                       \
-            const uint16_t *pa = a + i, *pb = b + i;                                \
-            uint16_t *po = out + i;                                                 \
-            if (k < W) {                                                            \
-                memcpy(ta, pa, k * 2);                                              \
-                if (op != HALF_DIV)                                                 \
-                    memcpy(tb, pb, k * 2);                                          \
-                pa = ta, pb = tb, po = to;                                          \
-            }                                                                       \
-            VEC x = LOAD(fmt, pa), r;                                               \
-            if (op == PYCOLL_SUM)                                                   \
-                r = ADD(x, LOAD(fmt, pb));                                          \
-            else if (op == PYCOLL_PROD)                                             \
-                r = MUL(x, LOAD(fmt, pb));                                          \
-            else                                                                    \
-                r = DIV(x, vs);                                                     \
-            STORE(fmt, po, r);                                                      \
-            if (k < W)                                                              \
-                memcpy(out + i, to, k * 2);                                         \
-        }                                                                           \
-    }                                                                               \
+#define HALF_CONVERT_IMPL(SUFFIX, TARGET, W, VEC, LOAD, STORE)                       \
     __attribute__((target(TARGET)))                                                \
     static void widen_##SUFFIX(int fmt, float *out, const uint16_t *x, size_t n)    \
     {                                                                               \
@@ -215,10 +187,45 @@ static const half_impl impl_scalar = {"baseline", binary_scalar, widen_scalar, n
             STORE(fmt, to, v);                                                      \
             memcpy(out + i, to, (n - i) * 2);                                       \
         }                                                                           \
+    }
+
+/*
+ * The arithmetic: out = a op b (op SUM or PROD), or a / s (HALF_DIV), over
+ * blocks of W values, BLOCK(op, out, a, b, vs) computing one block. op is
+ * a constant at each expansion of NAME##_blocks, so each op gets a loop
+ * of its own: one loop testing the op, the format and the tail in every
+ * iteration took float16 1.3-1.5x bfloat16's time in cache. The tail
+ * goes through the same block from zero-padded copies.
+ */
+#define HALF_OP_LOOPS(NAME, TARGET, W, VEC, SET1, BLOCK)                             \
+    __attribute__((target(TARGET), always_inline))                                  \
+    static inline void NAME##_blocks(int op, uint16_t *out, const uint16_t *a,      \
+                                     const uint16_t *b, float s, size_t n)          \
+    {                                                                               \
+        const VEC vs = SET1(s);                                                     \
+        size_t i = 0;                                                               \
+        for (; i + W <= n; i += W)                                                  \
+            BLOCK(op, out + i, a + i, op == HALF_DIV ? b : b + i, vs);              \
+        if (i < n) {                                                                \
+            uint16_t ta[W] = {0}, tb[W] = {0}, to[W];                               \
+            memcpy(ta, a + i, (n - i) * 2);                                         \
+            if (op != HALF_DIV)                                                     \
+                memcpy(tb, b + i, (n - i) * 2);                                     \
+            BLOCK(op, to, ta, tb, vs);                                              \
+            memcpy(out + i, to, (n - i) * 2);                                       \
+        }                                                                           \
     }                                                                               \
-    __attribute__((unused)) static const half_impl impl_##SUFFIX = {                \
-        #SUFFIX, binary_##SUFFIX,                                                   \
-                                            widen_##SUFFIX, narrow_##SUFFIX};
+    __attribute__((target(TARGET)))                                                \
+    static void NAME(int op, uint16_t *out, const uint16_t *a, const uint16_t *b,   \
+                     float s, size_t n)                                             \
+    {                                                                               \
+        if (op == PYCOLL_SUM)                                                       \
+            NAME##_blocks(PYCOLL_SUM, out, a, b, s, n);                             \
+        else if (op == PYCOLL_PROD)                                                 \
+            NAME##_blocks(PYCOLL_PROD, out, a, b, s, n);                            \
+        else                                                                        \
+            NAME##_blocks(HALF_DIV, out, a, b, s, n);                               \
+    }
 
 /* AVX-512 (F and BW): 16 lanes. bfloat16 widens by a 16-bit shift and
  * rounds with the same integer arithmetic as f32_to_bf16 above. */
@@ -231,23 +238,28 @@ static inline __m512 load16(int fmt, const uint16_t *p)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* bfloat16's 16-bit words, rounded as f32_to_bf16 does, in 32-bit lanes. */
+__attribute__((target("avx512f")))
+static inline __m512i bf16_round32(__m512 v)
+{
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    __m512i nan = _mm512_or_si512(
+        _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)),
+        _mm512_set1_epi32(0x7fc0));
+    return _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, nan);
+}
+
 __attribute__((target("avx512f")))
 static inline void store16(int fmt, uint16_t *p, __m512 v)
 {
     __m256i h;
-    if (fmt == PYCOLL_FLOAT16) {
+    if (fmt == PYCOLL_FLOAT16)
         h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    } else {
-        __m512i u = _mm512_castps_si512(v);
-        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-        __m512i r = _mm512_srli_epi32(
-            _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-        __m512i nan = _mm512_or_si512(
-            _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)),
-            _mm512_set1_epi32(0x7fc0));
-        __mmask16 isnan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-        h = _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(isnan, r, nan));
-    }
+    else
+        h = _mm512_cvtepi32_epi16(bf16_round32(v));
     _mm256_storeu_si256((__m256i *)p, h);
 }
 
@@ -261,6 +273,20 @@ static inline __m256 load8(int fmt, const uint16_t *p)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
+/* bfloat16's 16-bit words, rounded as f32_to_bf16 does, in 32-bit lanes. */
+__attribute__((target("avx2,f16c")))
+static inline __m256i bf16_round8(__m256 v)
+{
+    __m256i u = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    __m256i nan = _mm256_or_si256(
+        _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000)),
+        _mm256_set1_epi32(0x7fc0));
+    return _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+}
+
 __attribute__((target("avx2,f16c")))
 static inline void store8(int fmt, uint16_t *p, __m256 v)
 {
@@ -268,22 +294,13 @@ static inline void store8(int fmt, uint16_t *p, __m256 v)
     if (fmt == PYCOLL_FLOAT16) {
         h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     } else {
-        __m256i u = _mm256_castps_si256(v);
-        __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-        __m256i r = _mm256_srli_epi32(
-            _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
-        __m256i nan = _mm256_or_si256(
-            _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000)),
-            _mm256_set1_epi32(0x7fc0));
-        __m256i isnan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-        r = _mm256_blendv_epi8(r, nan, isnan);
+        __m256i r = bf16_round8(v);
         h = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
     }
     _mm_storeu_si128((__m128i *)p, h);
 }
 
-HALF_VECTOR_IMPL(avx512_generic, "avx512f", 16, __m512, load16, store16,
-                 _mm512_add_ps, _mm512_mul_ps, _mm512_div_ps, _mm512_set1_ps)
+HALF_CONVERT_IMPL(avx512, "avx512f", 16, __m512, load16, store16)
 
 /*
  * bfloat16 arithmetic at 32 lanes: interleaving each bfloat16 with a zero
@@ -292,19 +309,6 @@ HALF_VECTOR_IMPL(avx512_generic, "avx512f", 16, __m512, load16, store16,
  * 128-bit lanes. No lane-crossing widen or narrow: 1.4x the 16-lane loop
  * here, the same bits.
  */
-__attribute__((target("avx512f,avx512bw")))
-static inline __m512i bf16_round32(__m512 v)
-{
-    __m512i u = _mm512_castps_si512(v);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(
-        _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-    __m512i nan = _mm512_or_si512(
-        _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)),
-        _mm512_set1_epi32(0x7fc0));
-    return _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, nan);
-}
-
 __attribute__((target("avx512f,avx512bw")))
 static inline __m512 bf16_apply(int op, __m512 x, __m512 y, __m512 s)
 {
@@ -356,13 +360,8 @@ static void bf16_binary_avx512(int op, uint16_t *out, const uint16_t *a, const u
 }
 
 /*
- * float16 at 32 lanes, one loop per op: the 16-lane loop above, shared by
- * every op and format, tests the op, the format and the tail in every
- * iteration, and took 1.3-1.5x bfloat16's time in cache (16K elements,
- * in place). Each value goes through the same instructions as there
- * (VCVTPH2PS, the op, VCVTPS2PH rounding to nearest even), so the bits
- * are the same; the tail goes through the same block from zero-padded
- * copies.
+ * float16 at AVX-512: 32 values per block, two 16-lane halves. Each value
+ * goes through VCVTPH2PS, the op and VCVTPS2PH rounding to nearest even.
  */
 __attribute__((target("avx512f")))
 static inline __m512 f16_load16(const uint16_t *p)
@@ -381,70 +380,42 @@ static inline void f16_store16(uint16_t *p, __m512 v)
  * are NaN, x86 returns the first source's payload, and gcc, which takes
  * addition and multiplication as commutative, swapped the operands of
  * _mm512_add_ps in this loop (test_half_levels_agree_bitwise caught it:
- * 53 of 65536 patterns carried b's NaN). */
-__attribute__((target("avx512f")))
-static inline __m512 add_ordered(__m512 x, __m512 y)
-{
-    __m512 r;
-    __asm__("vaddps %2, %1, %0" : "=v"(r) : "v"(x), "v"(y));
-    return r;
-}
+ * 53 of 65536 patterns carried b's NaN). REG is the register constraint
+ * of VEC: "v" reaches zmm0-31, "x" ymm0-15. */
+#define ORDERED_OP(NAME, TARGET, VEC, INSN, REG)                                    \
+    __attribute__((target(TARGET)))                                                \
+    static inline VEC NAME(VEC x, VEC y)                                            \
+    {                                                                               \
+        VEC r;                                                                      \
+        __asm__(INSN " %2, %1, %0" : "=" REG(r) : REG(x), REG(y));                  \
+        return r;                                                                   \
+    }
 
-__attribute__((target("avx512f")))
-static inline __m512 mul_ordered(__m512 x, __m512 y)
-{
-    __m512 r;
-    __asm__("vmulps %2, %1, %0" : "=v"(r) : "v"(x), "v"(y));
-    return r;
-}
+/* applyW(op, x, y, s): x + y, x * y, or for HALF_DIV x / s. */
+#define HALF_ARITH(W, TARGET, VEC, REG, DIV)                                         \
+    ORDERED_OP(add##W##_ordered, TARGET, VEC, "vaddps", REG)                        \
+    ORDERED_OP(mul##W##_ordered, TARGET, VEC, "vmulps", REG)                        \
+    __attribute__((target(TARGET)))                                                \
+    static inline VEC apply##W(int op, VEC x, VEC y, VEC s)                         \
+    {                                                                               \
+        return op == PYCOLL_SUM ? add##W##_ordered(x, y)                            \
+             : op == PYCOLL_PROD ? mul##W##_ordered(x, y) : DIV(x, s);              \
+    }
 
-__attribute__((target("avx512f")))
-static inline __m512 f16_apply(int op, __m512 x, const uint16_t *pb, __m512 s)
-{
-    return op == PYCOLL_SUM ? add_ordered(x, f16_load16(pb))
-         : op == PYCOLL_PROD ? mul_ordered(x, f16_load16(pb)) : _mm512_div_ps(x, s);
-}
+HALF_ARITH(16, "avx512f", __m512, "v", _mm512_div_ps)
 
 __attribute__((target("avx512f"), always_inline))
 static inline void f16_block_avx512(int op, uint16_t *po, const uint16_t *pa,
                                     const uint16_t *pb, __m512 vs)
 {
-    __m512 lo = f16_apply(op, f16_load16(pa), pb, vs);
-    __m512 hi = f16_apply(op, f16_load16(pa + 16), pb + 16, vs);
+    /* op is a constant here (HALF_OP_LOOPS), so HALF_DIV reads no b. */
+    __m512 lo = apply16(op, f16_load16(pa), op == HALF_DIV ? vs : f16_load16(pb), vs);
+    __m512 hi = apply16(op, f16_load16(pa + 16), op == HALF_DIV ? vs : f16_load16(pb + 16), vs);
     f16_store16(po, lo);
     f16_store16(po + 16, hi);
 }
 
-/* op is a constant at each call below, so each op gets a loop of its own. */
-__attribute__((target("avx512f"), always_inline))
-static inline void f16_blocks_avx512(int op, uint16_t *out, const uint16_t *a,
-                                     const uint16_t *b, float s, size_t n)
-{
-    const __m512 vs = _mm512_set1_ps(s);
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        f16_block_avx512(op, out + i, a + i, op == HALF_DIV ? b : b + i, vs);
-    if (i < n) {
-        uint16_t ta[32] = {0}, tb[32] = {0}, to[32];
-        memcpy(ta, a + i, (n - i) * 2);
-        if (op != HALF_DIV)
-            memcpy(tb, b + i, (n - i) * 2);
-        f16_block_avx512(op, to, ta, tb, vs);
-        memcpy(out + i, to, (n - i) * 2);
-    }
-}
-
-__attribute__((target("avx512f")))
-static void f16_binary_avx512(int op, uint16_t *out, const uint16_t *a, const uint16_t *b,
-                              float s, size_t n)
-{
-    if (op == PYCOLL_SUM)
-        f16_blocks_avx512(PYCOLL_SUM, out, a, b, s, n);
-    else if (op == PYCOLL_PROD)
-        f16_blocks_avx512(PYCOLL_PROD, out, a, b, s, n);
-    else
-        f16_blocks_avx512(HALF_DIV, out, a, b, s, n);
-}
+HALF_OP_LOOPS(f16_binary_avx512, "avx512f", 32, __m512, _mm512_set1_ps, f16_block_avx512)
 
 __attribute__((target("avx512f,avx512bw")))
 static void binary_avx512(int fmt, int op, uint16_t *out, const uint16_t *a,
@@ -456,8 +427,8 @@ static void binary_avx512(int fmt, int op, uint16_t *out, const uint16_t *a,
         f16_binary_avx512(op, out, a, b, s, n);
 }
 
-static const half_impl impl_avx512 = {"avx512", binary_avx512, widen_avx512_generic,
-                                      narrow_avx512_generic};
+static const half_impl impl_avx512 = {"avx512", binary_avx512, widen_avx512,
+                                      narrow_avx512};
 
 /*
  * AVX512_BF16: VCVTNE2PS2BF16 rounds 32 float32 values to nearest even in
@@ -517,13 +488,72 @@ static void narrow_avx512bf16(int fmt, uint16_t *out, const float *x, size_t n)
     if (fmt == PYCOLL_BFLOAT16)
         for (; i + 32 <= n; i += 32)
             bf16_round_store32(out + i, _mm512_loadu_ps(x + i), _mm512_loadu_ps(x + i + 16));
-    narrow_avx512_generic(fmt, out + i, x + i, n - i);
+    narrow_avx512(fmt, out + i, x + i, n - i);
 }
 
-static const half_impl impl_avx512bf16 = {"avx512bf16", binary_avx512bf16, widen_avx512_generic,
+static const half_impl impl_avx512bf16 = {"avx512bf16", binary_avx512bf16, widen_avx512,
                                           narrow_avx512bf16};
-HALF_VECTOR_IMPL(avx2, "avx2,f16c", 8, __m256, load8, store8,
-                 _mm256_add_ps, _mm256_mul_ps, _mm256_div_ps, _mm256_set1_ps)
+
+/*
+ * AVX2 + F16C: 16 values per block, two 8-lane halves. float16 converts
+ * with VCVTPH2PS and VCVTPS2PH; bfloat16 widens by interleaving each value
+ * with a zero word and packs the rounded words back (both within 128-bit
+ * lanes, as at AVX-512), rounding with f32_to_bf16's integer arithmetic.
+ * The add and multiply keep a first, as at AVX-512.
+ */
+HALF_CONVERT_IMPL(avx2, "avx2,f16c", 8, __m256, load8, store8)
+
+HALF_ARITH(8, "avx2,f16c", __m256, "x", _mm256_div_ps)
+
+__attribute__((target("avx2,f16c"), always_inline))
+static inline __m256 f16_half8(const uint16_t *p, int half)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8 * half)));
+}
+
+__attribute__((target("avx2,f16c"), always_inline))
+static inline void f16_block_avx2(int op, uint16_t *po, const uint16_t *pa,
+                                  const uint16_t *pb, __m256 vs)
+{
+    __m256 lo = apply8(op, f16_half8(pa, 0), op == HALF_DIV ? vs : f16_half8(pb, 0), vs);
+    __m256 hi = apply8(op, f16_half8(pa, 1), op == HALF_DIV ? vs : f16_half8(pb, 1), vs);
+    _mm_storeu_si128((__m128i *)po, _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128((__m128i *)(po + 8),
+                     _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+/* half 0: the values of each 128-bit lane's low four words; 1: the high. */
+__attribute__((target("avx2,f16c"), always_inline))
+static inline __m256 bf16_half8(const uint16_t *p, int half)
+{
+    __m256i x = _mm256_loadu_si256((const __m256i *)p), zero = _mm256_setzero_si256();
+    return _mm256_castsi256_ps(half ? _mm256_unpackhi_epi16(zero, x)
+                                    : _mm256_unpacklo_epi16(zero, x));
+}
+
+__attribute__((target("avx2,f16c"), always_inline))
+static inline void bf16_block_avx2(int op, uint16_t *po, const uint16_t *pa,
+                                   const uint16_t *pb, __m256 vs)
+{
+    __m256 lo = apply8(op, bf16_half8(pa, 0), op == HALF_DIV ? vs : bf16_half8(pb, 0), vs);
+    __m256 hi = apply8(op, bf16_half8(pa, 1), op == HALF_DIV ? vs : bf16_half8(pb, 1), vs);
+    _mm256_storeu_si256((__m256i *)po, _mm256_packus_epi32(bf16_round8(lo), bf16_round8(hi)));
+}
+
+HALF_OP_LOOPS(f16_binary_avx2, "avx2,f16c", 16, __m256, _mm256_set1_ps, f16_block_avx2)
+HALF_OP_LOOPS(bf16_binary_avx2, "avx2,f16c", 16, __m256, _mm256_set1_ps, bf16_block_avx2)
+
+__attribute__((target("avx2,f16c")))
+static void binary_avx2(int fmt, int op, uint16_t *out, const uint16_t *a, const uint16_t *b,
+                        float s, size_t n)
+{
+    if (fmt == PYCOLL_BFLOAT16)
+        bf16_binary_avx2(op, out, a, b, s, n);
+    else
+        f16_binary_avx2(op, out, a, b, s, n);
+}
+
+static const half_impl impl_avx2 = {"avx2", binary_avx2, widen_avx2, narrow_avx2};
 
 static const half_impl *detect_impl(void)
 {
