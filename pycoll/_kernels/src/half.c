@@ -302,6 +302,35 @@ static inline void store8(int fmt, uint16_t *p, __m256 v)
 
 HALF_CONVERT_IMPL(avx512, "avx512f", 16, __m512, load16, store16)
 
+/* x + y and x * y with x the first source operand, written out: where both
+ * are NaN, x86 returns the first source's payload, and gcc, which takes
+ * addition and multiplication as commutative, swapped the operands of
+ * _mm512_add_ps in float16's per-op loop (test_half_levels_agree_bitwise
+ * caught it: 53 of 65536 patterns carried b's NaN). Every vector loop's
+ * add and multiply below goes through these. REG is the register
+ * constraint of VEC: "v" reaches zmm0-31, "x" ymm0-15. */
+#define ORDERED_OP(NAME, TARGET, VEC, INSN, REG)                                    \
+    __attribute__((target(TARGET)))                                                \
+    static inline VEC NAME(VEC x, VEC y)                                            \
+    {                                                                               \
+        VEC r;                                                                      \
+        __asm__(INSN " %2, %1, %0" : "=" REG(r) : REG(x), REG(y));                  \
+        return r;                                                                   \
+    }
+
+/* applyW(op, x, y, s): x + y, x * y, or for HALF_DIV x / s. */
+#define HALF_ARITH(W, TARGET, VEC, REG, DIV)                                         \
+    ORDERED_OP(add##W##_ordered, TARGET, VEC, "vaddps", REG)                        \
+    ORDERED_OP(mul##W##_ordered, TARGET, VEC, "vmulps", REG)                        \
+    __attribute__((target(TARGET)))                                                \
+    static inline VEC apply##W(int op, VEC x, VEC y, VEC s)                         \
+    {                                                                               \
+        return op == PYCOLL_SUM ? add##W##_ordered(x, y)                            \
+             : op == PYCOLL_PROD ? mul##W##_ordered(x, y) : DIV(x, s);              \
+    }
+
+HALF_ARITH(16, "avx512f", __m512, "v", _mm512_div_ps)
+
 /*
  * bfloat16 arithmetic at 32 lanes: interleaving each bfloat16 with a zero
  * 16-bit word (unpacklo/hi) gives its float32 directly, and packus puts the
@@ -309,12 +338,6 @@ HALF_CONVERT_IMPL(avx512, "avx512f", 16, __m512, load16, store16)
  * 128-bit lanes. No lane-crossing widen or narrow: 1.4x the 16-lane loop
  * here, the same bits.
  */
-__attribute__((target("avx512f,avx512bw")))
-static inline __m512 bf16_apply(int op, __m512 x, __m512 y, __m512 s)
-{
-    return op == PYCOLL_SUM ? _mm512_add_ps(x, y)
-         : op == PYCOLL_PROD ? _mm512_mul_ps(x, y) : _mm512_div_ps(x, s);
-}
 
 /* The loop of both AVX-512 bfloat16 levels over blocks of 32 values:
  * BLOCK(op, out, a, b, vs) computes one; the tail goes through it from
@@ -345,9 +368,9 @@ static inline void bf16_block_avx512(int op, uint16_t *po, const uint16_t *pa,
 {
     const __m512i zero = _mm512_setzero_si512();
     __m512i x = _mm512_loadu_si512(pa), y = _mm512_loadu_si512(pb);
-    __m512 lo = bf16_apply(op, _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, x)),
+    __m512 lo = apply16(op, _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, x)),
                            _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, y)), vs);
-    __m512 hi = bf16_apply(op, _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, x)),
+    __m512 hi = apply16(op, _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, x)),
                            _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, y)), vs);
     _mm512_storeu_si512(po, _mm512_packus_epi32(bf16_round32(lo), bf16_round32(hi)));
 }
@@ -376,33 +399,6 @@ static inline void f16_store16(uint16_t *p, __m512 v)
                         _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
-/* x + y and x * y with x the first source operand, written out: where both
- * are NaN, x86 returns the first source's payload, and gcc, which takes
- * addition and multiplication as commutative, swapped the operands of
- * _mm512_add_ps in this loop (test_half_levels_agree_bitwise caught it:
- * 53 of 65536 patterns carried b's NaN). REG is the register constraint
- * of VEC: "v" reaches zmm0-31, "x" ymm0-15. */
-#define ORDERED_OP(NAME, TARGET, VEC, INSN, REG)                                    \
-    __attribute__((target(TARGET)))                                                \
-    static inline VEC NAME(VEC x, VEC y)                                            \
-    {                                                                               \
-        VEC r;                                                                      \
-        __asm__(INSN " %2, %1, %0" : "=" REG(r) : REG(x), REG(y));                  \
-        return r;                                                                   \
-    }
-
-/* applyW(op, x, y, s): x + y, x * y, or for HALF_DIV x / s. */
-#define HALF_ARITH(W, TARGET, VEC, REG, DIV)                                         \
-    ORDERED_OP(add##W##_ordered, TARGET, VEC, "vaddps", REG)                        \
-    ORDERED_OP(mul##W##_ordered, TARGET, VEC, "vmulps", REG)                        \
-    __attribute__((target(TARGET)))                                                \
-    static inline VEC apply##W(int op, VEC x, VEC y, VEC s)                         \
-    {                                                                               \
-        return op == PYCOLL_SUM ? add##W##_ordered(x, y)                            \
-             : op == PYCOLL_PROD ? mul##W##_ordered(x, y) : DIV(x, s);              \
-    }
-
-HALF_ARITH(16, "avx512f", __m512, "v", _mm512_div_ps)
 
 __attribute__((target("avx512f"), always_inline))
 static inline void f16_block_avx512(int op, uint16_t *po, const uint16_t *pa,
@@ -466,8 +462,8 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
 static inline void bf16_block_avx512bf16(int op, uint16_t *po, const uint16_t *pa,
                                          const uint16_t *pb, __m512 vs)
 {
-    __m512 lo = bf16_apply(op, bf16_widen16(pa), bf16_widen16(pb), vs);
-    __m512 hi = bf16_apply(op, bf16_widen16(pa + 16), bf16_widen16(pb + 16), vs);
+    __m512 lo = apply16(op, bf16_widen16(pa), bf16_widen16(pb), vs);
+    __m512 hi = apply16(op, bf16_widen16(pa + 16), bf16_widen16(pb + 16), vs);
     bf16_round_store32(po, lo, hi);
 }
 
