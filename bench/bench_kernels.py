@@ -101,13 +101,7 @@ def test_pack_100_arrays(benchmark, impl, size):
     benchmark.pedantic(call, rounds=rounds_for(nbytes), iterations=1, warmup_rounds=2)
 
 
-def half_levels():
-    """The float16/bfloat16 level this CPU runs and every level below it."""
-    levels = ["avx512bf16", "avx512", "avx2", "baseline"]
-    return levels[levels.index(kreduce.half_isa()):]
-
-
-@pytest.mark.parametrize("level", half_levels())
+@pytest.mark.parametrize("level", kreduce.half_isas())
 @pytest.mark.parametrize("size", ["64KiB", "1MiB"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_sum_half_level(benchmark, level, dtype, size):

@@ -137,6 +137,12 @@ def med(values):
     return statistics.median(values) if values else None
 
 
+def read_tuning(where: Path):
+    """The calibration a report's runs were made with (tuning.json), or None."""
+    path = where / "tuning.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 class Runs:
     """The repeated runs of one (MPI, p)."""
 
@@ -156,7 +162,7 @@ class Runs:
             meta["mpi"] = meta["mpi"].replace("\0", "")
             rows = {(r["op"], r["algorithm"], r["dtype"], r["size"], r["inplace"]): r for r in data["rows"]}
             self.bench[kind].append(rows)
-        self.tuning = json.loads((where / "tuning.json").read_text()) if (where / "tuning.json").exists() else None
+        self.tuning = read_tuning(where)
 
     def ratio(self, kind, op, dtype, size, a="auto", b="native", key="busbw", inplace=False):
         """Median over runs of each run's a/b ratio of *key*."""
@@ -451,7 +457,7 @@ def calibration_section() -> list:
     made = []
     for mpi_dir in sorted(d for d in RESULTS.iterdir() if d.is_dir()):
         for p_dir in sorted(d for d in mpi_dir.iterdir() if d.is_dir()):
-            data = Runs(p_dir).tuning
+            data = read_tuning(p_dir)
             if data:
                 made.append(data)
     segments = sorted({int(c) for data in made for c in data.get("segments", {})})

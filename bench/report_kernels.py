@@ -10,6 +10,8 @@ import statistics
 import sys
 from collections import defaultdict
 
+from pycoll._kernels.reduce import HALF_ISAS
+
 
 def load(path):
     with open(path) as f:
@@ -63,9 +65,6 @@ def main(paths):
         print(*levels, sep="\n")
 
 
-LEVELS = ("avx512bf16", "avx512", "avx2", "baseline")
-
-
 def level_table(runs):
     """SUM float16/bfloat16 in place at each instruction-set level (GB/s,
     one operand's bytes; medians over the runs), or [] without those cases."""
@@ -76,7 +75,7 @@ def level_table(runs):
                 speeds[(dtype, size, level)].append(nbytes / median / 1e9)
     if not speeds:
         return []
-    levels = [v for v in LEVELS if any(key[2] == v for key in speeds)]
+    levels = [v for v in HALF_ISAS if any(key[2] == v for key in speeds)]
     lines = ["| SUM in place, GB/s | size | " + " | ".join(levels) + " |",
              "|---|---|" + "---|" * len(levels)]
     for dtype, size in sorted({key[:2] for key in speeds}, key=lambda k: (k[0], _size_key(k[1]))):

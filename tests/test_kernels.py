@@ -15,13 +15,7 @@ PAIRS = [(op, dt) for op in KERNEL_OPS for dt in ALL_DTYPES
 LENGTHS = [0, 1, 7, 1000, (1 << 20) + 3]
 
 
-def _available_isas():
-    """The level the CPU runs and every level below it."""
-    levels = ["avx512bf16", "avx512", "avx2", "baseline"]
-    return levels[levels.index(kreduce.half_isa()):]
-
-
-HALF_ISAS = _available_isas()
+HALF_ISAS = kreduce.half_isas()
 
 
 @pytest.fixture

@@ -69,9 +69,19 @@ def itemsize(int dtype):
     return pycoll_itemsize(dtype)
 
 
+# The float16/bfloat16 levels, fastest first (src/half.c).
+HALF_ISAS = ("avx512bf16", "avx512", "avx2", "baseline")
+
+
 def half_isa():
-    """Instruction set of the float16/bfloat16 loops: avx512, avx2 or baseline."""
+    """Instruction set of the float16/bfloat16 loops, one of HALF_ISAS."""
     return pycoll_half_isa().decode()
+
+
+def half_isas():
+    """The level this CPU runs and every level below it (what _set_half_isa
+    accepts)."""
+    return HALF_ISAS[HALF_ISAS.index(half_isa()):]
 
 
 def _set_half_isa(str name):

@@ -339,29 +339,6 @@ HALF_ARITH(16, "avx512f", __m512, "v", _mm512_div_ps)
  * here, the same bits.
  */
 
-/* The loop of both AVX-512 bfloat16 levels over blocks of 32 values:
- * BLOCK(op, out, a, b, vs) computes one; the tail goes through it from
- * zero-padded copies. */
-#define BF16_BLOCKS(BLOCK, op, out, a, b, s, n)                                    \
-    do {                                                                           \
-        const __m512 vs = _mm512_set1_ps(s);                                       \
-        uint16_t ta[32] = {0}, tb[32] = {0}, to[32];                               \
-        for (size_t i = 0; i < (n); i += 32) {                                     \
-            size_t k = (n) - i < 32 ? (n) - i : 32;                                \
-            const uint16_t *pa = (a) + i, *pb = (b) + i;                           \
-            uint16_t *po = (out) + i;                                              \
-            if (k < 32) {                                                          \
-                memcpy(ta, pa, k * 2);                                             \
-                if ((op) != HALF_DIV)                                              \
-                    memcpy(tb, pb, k * 2);                                         \
-                pa = ta, pb = tb, po = to;                                         \
-            }                                                                      \
-            BLOCK(op, po, pa, pb, vs);                                             \
-            if (k < 32)                                                            \
-                memcpy((out) + i, to, k * 2);                                      \
-        }                                                                          \
-    } while (0)
-
 __attribute__((target("avx512f,avx512bw")))
 static inline void bf16_block_avx512(int op, uint16_t *po, const uint16_t *pa,
                                      const uint16_t *pb, __m512 vs)
@@ -375,12 +352,8 @@ static inline void bf16_block_avx512(int op, uint16_t *po, const uint16_t *pa,
     _mm512_storeu_si512(po, _mm512_packus_epi32(bf16_round32(lo), bf16_round32(hi)));
 }
 
-__attribute__((target("avx512f,avx512bw")))
-static void bf16_binary_avx512(int op, uint16_t *out, const uint16_t *a, const uint16_t *b,
-                               float s, size_t n)
-{
-    BF16_BLOCKS(bf16_block_avx512, op, out, a, b, s, n);
-}
+HALF_OP_LOOPS(bf16_binary_avx512, "avx512f,avx512bw", 32, __m512, _mm512_set1_ps,
+              bf16_block_avx512)
 
 /*
  * float16 at AVX-512: 32 values per block, two 16-lane halves. Each value
@@ -467,12 +440,15 @@ static inline void bf16_block_avx512bf16(int op, uint16_t *po, const uint16_t *p
     bf16_round_store32(po, lo, hi);
 }
 
+HALF_OP_LOOPS(bf16_binary_avx512bf16, "avx512f,avx512bw,avx512dq,avx512bf16", 32, __m512,
+              _mm512_set1_ps, bf16_block_avx512bf16)
+
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
 static void binary_avx512bf16(int fmt, int op, uint16_t *out, const uint16_t *a,
                               const uint16_t *b, float s, size_t n)
 {
     if (fmt == PYCOLL_BFLOAT16)
-        BF16_BLOCKS(bf16_block_avx512bf16, op, out, a, b, s, n);
+        bf16_binary_avx512bf16(op, out, a, b, s, n);
     else
         f16_binary_avx512(op, out, a, b, s, n);
 }
