@@ -54,9 +54,11 @@ int pycoll_scale(int dtype, void *out, const void *x, double divisor, size_t n);
  * (round to nearest even). Returns -1 for any other pair. */
 int pycoll_convert(int src_dtype, int dst_dtype, void *out, const void *x, size_t n);
 
-/* The instruction set of the half-precision loops: "avx512", "avx2" or
- * "baseline". pycoll_set_half_isa picks one at or below what the CPU has
- * (the tests run every level); it returns -1 for a level the CPU lacks. */
+/* The instruction set of the half-precision loops: "avx512bf16", "avx512",
+ * "avx2" or "baseline" (portable C; on AArch64 with its float16
+ * conversion instructions). pycoll_set_half_isa picks one at or below what
+ * the CPU has (the tests run every level); it returns -1 for a level the
+ * CPU lacks. */
 const char *pycoll_half_isa(void);
 int pycoll_set_half_isa(const char *name);
 
