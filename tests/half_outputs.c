@@ -11,7 +11,7 @@
 #include "kernels.h"
 
 #define N 65536             /* every 16-bit pattern */
-#define M (1u << 24)        /* float32 patterns, spread over all 2^32 */
+#define M (1u << 22)        /* float32 patterns, spread over all 2^32 */
 
 int main(int argc, char **argv)
 {
@@ -28,7 +28,14 @@ int main(int argc, char **argv)
         b[i] = (uint16_t)(i * 40503u + 12345u);     /* a permutation: the multiplier is odd */
     }
     for (uint32_t i = 0; i < M; i++)
-        x[i] = i * 257u + (i >> 8);
+        x[i] = i * 1025u + (i >> 10);         /* every exponent, both signs */
+    /* and the edges: +-inf, float16's overflow bound (65520) and largest
+     * value, the top and bottom of its subnormals, a subnormal tie */
+    const uint32_t edges[] = {0x7f800000u, 0xff800000u, 0x477ff000u, 0x477fefffu, 0x477fe000u,
+                              0x38800000u, 0x387fe000u, 0x33800000u, 0x33000000u, 0x33000001u,
+                              0x34400000u, 0xb3000001u};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        x[i + 1] = edges[i];
     pycoll_binary_loop loops[] = {pycoll_f16_sum, pycoll_f16_prod, pycoll_bf16_sum,
                                   pycoll_bf16_prod};
     for (size_t k = 0; k < sizeof loops / sizeof loops[0]; k++) {
