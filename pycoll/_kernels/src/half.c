@@ -33,7 +33,7 @@
 #define HALF_DIV (-1)
 
 /* ------------------------------------------------------------------ */
-/* Scalar conversions (the portable path and the reference for tests).  */
+/* Element conversions (the portable level, and the rounding the vector levels match). */
 
 static inline float bits_to_f32(uint32_t u)
 {
@@ -156,7 +156,7 @@ static inline float apply(int op, float x, float y)
 }
 
 /* ------------------------------------------------------------------ */
-/* The three implementations of one interface.                          */
+/* The levels: implementations of one interface.                        */
 
 typedef struct {
     const char *name;
@@ -236,7 +236,7 @@ static HALF_ALWAYS_INLINE void binary_by_op(int fmt, int op, uint16_t *out, cons
         binary_blocks(fmt, HALF_DIV, out, a, b, s, n);
 }
 
-static void binary_scalar(int fmt, int op, uint16_t *out, const uint16_t *a,
+static void binary_baseline(int fmt, int op, uint16_t *out, const uint16_t *a,
                           const uint16_t *b, float s, size_t n)
 {
     if (fmt == PYCOLL_BFLOAT16)
@@ -245,7 +245,7 @@ static void binary_scalar(int fmt, int op, uint16_t *out, const uint16_t *a,
         binary_by_op(PYCOLL_FLOAT16, op, out, a, b, s, n);
 }
 
-static void widen_scalar(int fmt, float *out, const uint16_t *x, size_t n)
+static void widen_baseline(int fmt, float *out, const uint16_t *x, size_t n)
 {
     if (fmt == PYCOLL_BFLOAT16)
         for (size_t i = 0; i < n; i++)
@@ -255,7 +255,7 @@ static void widen_scalar(int fmt, float *out, const uint16_t *x, size_t n)
             out[i] = f16_to_f32(x[i]);
 }
 
-static void narrow_scalar(int fmt, uint16_t *out, const float *x, size_t n)
+static void narrow_baseline(int fmt, uint16_t *out, const float *x, size_t n)
 {
     if (fmt == PYCOLL_BFLOAT16)
         for (size_t i = 0; i < n; i++)
@@ -265,7 +265,7 @@ static void narrow_scalar(int fmt, uint16_t *out, const float *x, size_t n)
             out[i] = f32_to_f16(x[i]);
 }
 
-static const half_impl impl_scalar = {"baseline", binary_scalar, widen_scalar, narrow_scalar};
+static const half_impl impl_baseline = {"baseline", binary_baseline, widen_baseline, narrow_baseline};
 
 #ifdef PYCOLL_X86
 
@@ -658,12 +658,12 @@ static const half_impl *detect_impl(void)
     }
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
         return &impl_avx2;
-    return &impl_scalar;
+    return &impl_baseline;
 }
 #else
 static const half_impl *detect_impl(void)
 {
-    return &impl_scalar;
+    return &impl_baseline;
 }
 #endif
 
@@ -689,7 +689,7 @@ int pycoll_set_half_isa(const char *name)
 #ifdef PYCOLL_X86
         &impl_avx512bf16, &impl_avx512, &impl_avx2,
 #endif
-        &impl_scalar,
+        &impl_baseline,
     };
     int usable = 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
