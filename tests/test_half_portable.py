@@ -12,6 +12,7 @@ and narrowing 2^22 float32 patterns spread over all 2^32.
 It needs a cross compiler and qemu (Debian: gcc-aarch64-linux-gnu,
 qemu-user) and is skipped without them.
 """
+import ast
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,8 +22,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "pycoll" / "_kernels" / "src"
 HARNESS = Path(__file__).resolve().parent / "half_outputs.c"
-# The flags setup.py builds the kernels with (what decides the bits).
-FLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-Wno-unused-function"]
+
+
+def compile_args() -> list:
+    """setup.py's COMPILE_ARGS, the flags the kernels are built with (they
+    decide the bits), read from its source: importing it would run setup()."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    return next(ast.literal_eval(node.value) for node in tree.body
+                if isinstance(node, ast.Assign)
+                and any(getattr(t, "id", None) == "COMPILE_ARGS" for t in node.targets))
+
+
+FLAGS = compile_args()
 CROSS, QEMU = "aarch64-linux-gnu-gcc", "qemu-aarch64"
 OUTPUT_BYTES = 4 * (2 * 65536 - 5) * 2 + 2 * ((65536 - 3) * 2 + 65536 * 4 + (1 << 22) * 2)
 
