@@ -906,7 +906,7 @@ cdef class Lane(StagedSends):
     cdef Transport transport
     cdef CallResources calls
     cdef object base, shape, dtype, collective
-    cdef readonly object algorithm     # api.py, Note [One plan per algorithm]
+    cdef readonly object algorithm     # _plan.py, Note [One plan per algorithm]
     cdef pycoll_binary_loop loop
     cdef int code, nsteps, divisor, stuck_peer, stuck_step
     cdef bint gets_result, sends

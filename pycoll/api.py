@@ -1,11 +1,12 @@
 """pycoll's public collectives: one entry path for all of them.
 
 Every call runs the same path: normalise the arguments at the edge
-(``_message``); look up the ``Plan`` of the call's signature, which on first
-use checks the arguments (before any message is sent), describes the call in
-a frozen ``CollArgs`` and selects the algorithm (``tuning``); run it on the
-plan's ``Channel`` with a fresh tag; finish (AVG's division, the float32
-accumulator's rounding, the write-back into a non-contiguous ``out``).
+(``_message``); look up the ``Plan`` of the call's signature (``_plan.py``),
+which on first use checks the arguments (before any message is sent),
+describes the call in a frozen ``CollArgs`` and selects the algorithm
+(``tuning``); run it on the plan's ``Channel`` with a fresh tag; finish
+(AVG's division, the float32 accumulator's rounding, the write-back into a
+non-contiguous ``out``).
 A repeated call with the same dtype, shape and arguments skips straight to
 binding its buffers: at 8 bytes the Python around MPI is most of the time.
 
@@ -30,30 +31,29 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import logging
 import math
-import operator
 import threading
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from pycoll import _message, _mpicall, tuning
 from pycoll._comm import CommBase, Settings
-from pycoll._dtypes import BY_CODE, BY_NAME, FLOAT32, DType, Op, check_op, dtype_of, op_of
-from pycoll._kernels.copy import block, unpack
+from pycoll._dtypes import BY_CODE, BY_NAME, DType, Op, dtype_of, op_of
 from pycoll._kernels.reduce import convert, scale
 from pycoll._mpi import mpi
 from pycoll._p2p import COPY_OVERLAP, Channel
 from pycoll._pieces import Pieces
+from pycoll._plan import (LANE_MAX_BYTES, CollArgs, Plan, _alltoall_args, _array, _bytes,
+                          _cached_lane, _check_algorithm, _check_root, _done, _finish,
+                          _gather_args, _hashable, _in_place, _plan, _reduce_scatter_args,
+                          _reduction_args, _result, _rows, _scan_args, _scatter_args,
+                          _send_bytes, _split_counts, _work_dtype)
 from pycoll._trials import AlgorithmTuner
-from pycoll.algorithms import ALGORITHMS, REGISTRY, Task
+from pycoll.algorithms import REGISTRY, Task
 from pycoll.algorithms._shape import Fold, blocks_from_counts, span
 from pycoll.algorithms.broadcast_binomial import binomial_broadcast, binomial_edges
 from pycoll.errors import MismatchError
-
-log = logging.getLogger("pycoll")
 
 SUM, PROD, MAX, MIN, AVG = Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.AVG
 BAND, BOR, BXOR = Op.BAND, Op.BOR, Op.BXOR
@@ -237,322 +237,6 @@ def _comm_of(comm) -> Communicator:
             hit = (comm, Communicator(comm))
             _wrapped[id(comm)] = hit
         return hit[1]
-
-
-# ---------------------------------------------------------------------------
-# The entry path
-
-
-@dataclass(frozen=True, slots=True)
-class CollArgs:
-    """One call signature after its arguments are checked: all that the
-    calls sharing it have in common.
-
-    n is the size the selection sees (as in the algorithms' cost terms: the
-    vector for allreduce/broadcast/reduce/scan, one block for the others);
-    dtype is the element type on the wire (float32 under accumulate), result
-    the caller's; shape is this rank's result shape.
-    """
-
-    collective: str
-    algorithm: str                  # as asked: a name or "auto"
-    n: int
-    dtype: DType
-    result: DType | None = None
-    op: Op | None = None
-    root: int = 0
-    counts: tuple = ()
-    exclusive: bool = False
-    shape: tuple = ()
-
-
-class Plan:
-    """A CollArgs on a communicator: the algorithm selected for it, and a
-    Channel and a Task that every call with the signature reuses. Made once
-    per signature (``_plan``), so a repeated call pays only for binding its
-    buffers and taking a tag."""
-
-    __slots__ = ("args", "comm", "algorithm", "module", "channel", "task", "lane")
-
-    def __init__(self, comm: "Communicator", args: CollArgs, algorithm: str | None = None):
-        """*algorithm*: the one args asks for, "auto" resolved (_resolved)."""
-        self.args, self.comm = args, comm
-        self.algorithm = algorithm or _resolved(comm, args)
-        self.module = REGISTRY[args.collective][self.algorithm]
-        op = args.op.kernel if args.op is not None else -1
-        segment = tuning.segment(args.collective, self.algorithm, args.n, comm.size, comm.settings)
-        # A segment holds whole elements: a reduction cuts its vector only
-        # between them (PYCOLL_SEGMENT_BYTES may be any number).
-        item = args.dtype.itemsize
-        segment = max(item, segment - segment % item)
-        log.debug("%s %s n=%d p=%d: %s, segments of %d bytes", args.collective, args.dtype.name,
-                  args.n, comm.size, self.algorithm, segment)
-        self.channel = Channel(comm, 0, op, args.dtype.code, segment)
-        self.task = Task(self.channel, comm.rank, comm.size, args.root, args.dtype.itemsize,
-                         counts=args.counts, exclusive=args.exclusive)
-        self.lane = _lane(comm, args, self.algorithm, self.module, segment)
-
-    def run(self, send=None, data=None, out=None, deadline=None) -> None:
-        """One call: bind the byte views, take the next tag, run (by
-        *deadline*, a time.monotonic() value, if given)."""
-        t = self.task
-        t.send, t.data, t.out = send, data, out
-        self.channel.tag = self.comm.next_tag()
-        self.channel.begin(deadline, self.args.collective, self.algorithm,
-                           self.module.steps(self.comm.size))
-        try:
-            self.module.run(t)
-        finally:
-            t.send = t.data = t.out = None          # hold no caller memory
-
-
-# Call signatures whose Plans (and lanes) a communicator keeps; at the
-# limit it forgets them all. A Plan borrows the communicator's scratch, so
-# it is small. A model's worth of distinct shapes must fit: with 256, one
-# allreduce per array over 1,000 arrays of distinct sizes rebuilt a Plan on
-# every call (28 us a call at p = 2 against 8.7 us for one size). An
-# "auto" signature takes two entries (Note [One plan per algorithm]), so
-# 2,048 of them fit.
-PLAN_CACHE = 4096
-
-
-def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
-    """The C lane of an allreduce or reduce plan (pycoll/_mpicall.pyx), when
-    the vector is one message of an algorithm written as a schedule; of a
-    reduce_scatter plan, when every message of its schedule is one segment
-    (_reduce_scatter_lane); else None."""
-    if args.collective == "reduce_scatter":
-        return _reduce_scatter_lane(comm, args, algorithm, module, segment)
-    if (args.collective not in ("allreduce", "reduce") or comm.transport is None
-            or args.dtype is not args.result):
-        return None
-    if args.n == 0 or comm.size == 1 and args.n <= segment:
-        steps = []                          # Note [Empty lanes]; Note [Solo lanes]
-    elif not args.n <= segment or not hasattr(module, "schedule"):
-        return None
-    elif args.collective == "reduce":
-        steps = module.schedule(comm.size, comm.rank, args.root)
-    else:
-        steps = module.schedule(comm.size, comm.rank)
-    return _mpicall.Lane(comm, comm.transport, steps, args.op.kernel, args.dtype.code,
-                         args.shape, args.dtype.numpy, args.n,
-                         comm.size if args.op is Op.AVG else 0,
-                         args.collective == "allreduce" or comm.rank == args.root,
-                         args.collective, algorithm)
-
-
-def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
-    """The schedule of the plan's algorithm (the ring or recursive halving)
-    for _mpicall.ReduceScatterLane, when every block is non-empty and every
-    message one segment; else None."""
-    p, r, counts = comm.size, comm.rank, args.counts
-    if comm.transport is None or args.dtype is not args.result:
-        return None
-    if p == 1:                              # Note [Solo lanes]: allreduce's lane, x copied
-        return _mpicall.Lane(comm, comm.transport, [], args.op.kernel, args.dtype.code,
-                             args.shape, args.dtype.numpy, args.n,
-                             1 if args.op is Op.AVG else 0, True, "reduce_scatter",
-                             algorithm) if args.n <= segment else None
-    if max(counts) == 0:
-        steps = ()                          # Note [Empty lanes]
-    elif min(counts) == 0 or not hasattr(module, "schedule"):
-        return None
-    else:
-        steps = module.schedule(p, r, counts)
-        if (len(steps) > _mpicall.MAX_LANE_STEPS
-                or max(max(s[2][1], s[3][1]) for s in steps) > min(segment, LANE_MAX_BYTES)):
-            return None
-    return _mpicall.ReduceScatterLane(comm, comm.transport, steps, args.op.kernel,
-                                      args.dtype.code, args.shape, args.dtype.numpy,
-                                      sum(counts), p if args.op is Op.AVG else 0, algorithm)
-
-
-def _resolved(comm, args: CollArgs) -> str:
-    """The algorithm a call of *args* runs: the one named, or the model's
-    pick for "auto" (the same on every rank, Note [Same choice everywhere]
-    in tuning.py)."""
-    if args.algorithm != "auto":
-        return args.algorithm
-    return tuning.select(args.collective, args.n, comm.size, comm.settings, args.dtype.name)
-
-
-def _plan(c: "Communicator", key: tuple, build) -> Plan:
-    """The Plan of call signature *key*, made by ``build()`` on first use,
-    or the one its algorithm already has (Note [One plan per algorithm]).
-    build() checks the arguments and raises before any message is sent."""
-    try:
-        return c._plans[key]
-    except KeyError:
-        pass
-    except TypeError:                   # an unhashable argument: build() names it
-        return Plan(c, build())
-    args = build()
-    algorithm = _resolved(c, args)
-    return _keep(c, key, algorithm, lambda: Plan(c, args, algorithm))
-
-
-# Note [One plan per algorithm]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# A call with algorithm="auto" and one that names the algorithm "auto"
-# picks run the same Plan and the same lane: the signature's first call
-# stores what it makes under both keys (the one with "auto", the one with
-# the name), and a later call under either finds it. The Plan and the lane
-# are a function of the signature and the algorithm alone, so nothing
-# changes but this: a lane times its ways of sending (Note [Choosing the
-# way] in _mpicall.pyx) over every call that runs it. With a Plan each,
-# "auto" and its pick settled on their ways apart, and a program that
-# used both paid twice for the settling and the memory. (It did not bring
-# the benchmark's "auto" closer to its pick timed under its own name: that
-# gap, up to 1.3x in one launch, is the noise between turns; README,
-# Performance.) Scatter's root and header lanes, which answer to the
-# header the root sends, keep one per name.
-
-def _named_key(key: tuple, algorithm):
-    """*key* with its "auto" replaced by *algorithm*; None when *key* names
-    an algorithm already or *algorithm* is empty or None."""
-    if not algorithm or not any(type(k) is str and k == "auto" for k in key):
-        return None
-    return tuple(algorithm if type(k) is str and k == "auto" else k for k in key)
-
-
-def _keep(c, key: tuple, algorithm, make):
-    """What the cache keeps for *key*, which runs *algorithm*: the Plan or
-    lane already kept under the key naming it (Note [One plan per
-    algorithm]), else ``make()``; kept under both keys. At the limit the
-    cache forgets everything first."""
-    named = _named_key(key, algorithm)
-    made = c._plans.get(named) if named is not None else None
-    if made is None:
-        made = make()
-    if len(c._plans) >= PLAN_CACHE - 1:
-        c._plans.clear()
-    c._plans[key] = made
-    if named is not None:
-        c._plans[named] = made
-    return made
-
-
-def _hashable(sizes):
-    if sizes is None:
-        return None
-    try:
-        return tuple(sizes)
-    except TypeError:
-        return sizes
-
-
-def _array(x, name="x") -> np.ndarray:
-    return x if type(x) is np.ndarray else _message.as_array(x, name)
-
-
-def _bytes(a: np.ndarray) -> np.ndarray:
-    """A flat uint8 view of a C-contiguous array (any dtype, 0-d included)."""
-    return a.view(np.uint8) if a.ndim == 1 else a.reshape(-1).view(np.uint8)
-
-
-def _result(out, shape: tuple, dtype: DType) -> tuple:
-    """(array, its byte view, write-back target or None) for a result:
-    a new array, or the caller's out (checked; a copy if it is not
-    C-contiguous, written back by _done)."""
-    if out is None:
-        array = np.empty(shape, dtype.numpy)
-        return array, _bytes(array), None
-    if type(out) is np.ndarray and out.dtype == dtype.numpy and out.shape == shape:
-        flags = out.flags                   # a new object on every access: read it once
-        if flags.writeable and flags.c_contiguous and flags.aligned:
-            return out, _bytes(out), None
-    msg = _message.output(out, shape, dtype)
-    return msg.array, msg.data, msg.writeback
-
-
-def _done(result, data, writeback, out):
-    if writeback is not None:
-        unpack(data, [writeback])
-    return result if out is None else out
-
-
-def _check_algorithm(collective: str, algorithm) -> str:
-    if not isinstance(algorithm, str):
-        raise TypeError(f"algorithm must be a string, got {type(algorithm).__name__}")
-    if algorithm != "auto" and algorithm not in ALGORITHMS[collective]:
-        raise ValueError(f"unknown {collective} algorithm {algorithm!r}; expected "
-                         f"'auto' or one of {', '.join(ALGORITHMS[collective])}")
-    return algorithm
-
-
-def _check_root(root, size: int) -> int:
-    try:
-        root = operator.index(root)
-    except TypeError:
-        raise ValueError(f"root must be an int in [0, {size}), got {root!r}") from None
-    if not 0 <= root < size:
-        raise ValueError(f"root {root} is out of range for {size} ranks")
-    return root
-
-
-def _work_dtype(dtype: DType, accumulate) -> DType:
-    """The dtype a reduction runs in: float32 under accumulate="float32"."""
-    if accumulate is None:
-        return dtype
-    if accumulate != "float32":
-        raise ValueError(f"accumulate must be None or 'float32', got {accumulate!r}")
-    if dtype.name not in ("float16", "bfloat16", "float32"):
-        raise TypeError(f"accumulate='float32' applies to float16, bfloat16 and float32, "
-                        f"not {dtype.name}")
-    return FLOAT32
-
-
-def _reduction_args(collective: str, c, x: np.ndarray, op, algorithm, accumulate, **more):
-    """Check a reduction's arguments; its CollArgs (n: the whole vector)."""
-    op = op_of(op)
-    dtype = dtype_of(x.dtype, "x")
-    check_op(op, dtype)
-    work = _work_dtype(dtype, accumulate)
-    algorithm = _check_algorithm(collective, algorithm)
-    return CollArgs(collective, algorithm, x.size * work.itemsize, work, dtype, op,
-                    shape=x.shape, **more)
-
-
-def _send_bytes(c, a: CollArgs, x: np.ndarray):
-    """This rank's input as bytes of the wire dtype: x's own memory when it
-    is C-contiguous and aligned, else a packed copy; under accumulate, x
-    widened to float32 in scratch."""
-    flags = x.flags
-    if not (flags.c_contiguous and flags.aligned):
-        x = _message.packed_copy(x)
-    send = x.view(np.uint8) if x.ndim == 1 else x.reshape(-1).view(np.uint8)
-    if a.dtype is a.result:
-        return send
-    wide = c.scratch("input", x.size * a.dtype.itemsize)
-    convert(a.result.code, a.dtype.code, wide, send)
-    return wide
-
-
-def _in_place(send, data, result, x) -> tuple:
-    """(send, data) for a result that may be x itself (out=x) or share its
-    memory: then the algorithm works in place."""
-    if result is x:
-        return data, data
-    if np.may_share_memory(send, data):
-        data[:] = send
-        return data, data
-    return send, data
-
-
-def _finish(a: CollArgs, data, result_data, contributions: int) -> None:
-    """AVG's division by the number of contributions, then rounding back
-    from the float32 accumulator into the result."""
-    if a.op is Op.AVG:
-        scale(a.dtype.code, data, data, contributions)
-    if a.dtype is not a.result:
-        convert(a.dtype.code, a.result.code, result_data, data)
-
-
-def _rows(shape: tuple, what: str) -> tuple:
-    """(rows, row elements) of an array split or gathered along axis 0."""
-    if not shape:
-        raise ValueError(f"{what} needs an array with at least one dimension, got a 0-d array")
-    return shape[0], math.prod(shape[1:])
 
 
 # ---------------------------------------------------------------------------
@@ -1003,24 +687,6 @@ def _broadcast_receive(c, x, r, alg, dtype, shape, deadline, inline=None):
         raise problem
     result = target.finish()
     return result if x is None else x
-
-
-LANE_MAX_BYTES = (1 << 31) - 1          # one C call's count is an int
-
-
-def _cached_lane(c, key: tuple, make):
-    """The lane of call signature *key*, made by ``make()`` on first use
-    and kept beside the plans; None (the general path takes the call) when
-    make() says so or an argument is unhashable."""
-    try:
-        return c._plans[key]
-    except KeyError:
-        pass
-    except TypeError:
-        return None
-    lane = make()
-    # Scatter's root and header lanes name no algorithm: kept under key alone.
-    return _keep(c, key, getattr(lane, "algorithm", None), lambda: lane)
 
 
 def _broadcast_lane(c, x, root, algorithm, timeout):
@@ -1646,41 +1312,6 @@ def _make_scatter_root(c, x, root, algorithm):
                                 children, data, rest)
 
 
-def _gather_args(collective: str, c, x: np.ndarray, algorithm, sizes, **more) -> CollArgs:
-    """Check a gather's arguments: counts in bytes and the result shape
-    (a 0-d x counts as one row)."""
-    dtype = dtype_of(x.dtype, "x")
-    algorithm = _check_algorithm(collective, algorithm)
-    shape = x.shape or (1,)
-    rows, row = shape[0], math.prod(shape[1:])
-    row_bytes = row * dtype.itemsize
-    if sizes is None:
-        counts, total = (rows * row_bytes,) * c.size, rows * c.size
-    else:
-        try:
-            sizes = [operator.index(s) for s in sizes]
-        except TypeError:
-            raise ValueError(f"sizes must be a sequence of {c.size} ints, got {sizes!r}") from None
-        if len(sizes) != c.size or min(sizes) < 0:
-            raise ValueError(f"sizes must hold {c.size} non-negative ints, got {sizes}")
-        if sizes[c.rank] != rows:
-            raise ValueError(f"x has {rows} rows on rank {c.rank}, sizes[{c.rank}] is "
-                             f"{sizes[c.rank]}")
-        counts, total = tuple(s * row_bytes for s in sizes), sum(sizes)
-    return CollArgs(collective, algorithm, max(counts), dtype, dtype, counts=counts,
-                    shape=(total, *shape[1:]), **more)
-
-
-def _split_counts(shape: tuple, itemsize: int, parts: int) -> tuple:
-    """Bytes of each block of np.array_split(·, parts, axis=0)."""
-    rows, row = _rows(shape, "splitting along axis 0")
-    return tuple(block(rows, parts, i)[1] * row * itemsize for i in range(parts))
-
-
-def _block_shape(shape: tuple, parts: int, index: int) -> tuple:
-    return (block(shape[0], parts, index)[1], *shape[1:])
-
-
 def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_op=False,
            timeout=None):
     """Concatenate every rank's x along axis 0 on the root.
@@ -1885,12 +1516,6 @@ def _scatter_data(c, r, alg, dtype, shape, msg, out, deadline):
     return _done(result, result_data, writeback, out)
 
 
-def _scatter_args(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> CollArgs:
-    counts = _split_counts(shape, dtype.itemsize, c.size)
-    return CollArgs("scatter", algorithm, max(counts), dtype, dtype, root=root, counts=counts,
-                    shape=_block_shape(shape, c.size, c.rank))
-
-
 def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
                    async_op=False, timeout=None):
     """Reduce x elementwise over all ranks; rank i gets block i of the result
@@ -1940,13 +1565,6 @@ def _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op=False, timeou
             return _done(result, result_data, writeback, out)
         return _reduction_record("reduce_scatter", xa, op, algorithm, accumulate), run
     return _call(c, "reduce_scatter", async_op, timeout, prepare)
-
-
-def _reduce_scatter_args(c, x, op, algorithm, accumulate) -> CollArgs:
-    a = _reduction_args("reduce_scatter", c, x, op, algorithm, accumulate)
-    counts = _split_counts(x.shape, a.dtype.itemsize, c.size)
-    return dataclasses.replace(a, n=max(counts), counts=counts,
-                               shape=_block_shape(x.shape, c.size, c.rank))
 
 
 def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=None):
@@ -2029,15 +1647,6 @@ def _alltoall_program(p: int, r: int, counts) -> list:
     return steps
 
 
-def _alltoall_args(c, x, algorithm) -> CollArgs:
-    dtype = dtype_of(x.dtype, "x")
-    algorithm = _check_algorithm("alltoall", algorithm)
-    counts = _split_counts(x.shape, dtype.itemsize, c.size)
-    own = _block_shape(x.shape, c.size, c.rank)
-    return CollArgs("alltoall", algorithm, max(counts), dtype, dtype, counts=counts,
-                    shape=(own[0] * c.size, *own[1:]))
-
-
 def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accumulate=None,
          async_op=False, timeout=None):
     """Prefix reduction over ranks: rank i gets x_0 op ... op x_i.
@@ -2074,12 +1683,6 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
             return _done(result, result_data, writeback, out)
         return _reduction_record("scan", xa, op, algorithm, accumulate, exclusive=a.exclusive), run
     return _call(c, "scan", async_op, timeout, prepare)
-
-
-def _scan_args(c, x, op, exclusive, algorithm, accumulate) -> CollArgs:
-    if not isinstance(exclusive, (bool, np.bool_)):
-        raise TypeError(f"exclusive must be a bool, got {type(exclusive).__name__}")
-    return _reduction_args("scan", c, x, op, algorithm, accumulate, exclusive=bool(exclusive))
 
 
 def barrier(comm=None, async_op=False, timeout=None):

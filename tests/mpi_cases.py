@@ -977,7 +977,7 @@ def entries_take_plain_calls(run):
 
 def one_plan_per_algorithm_cases(run):
     """A call with algorithm="auto" and one naming the algorithm it picks
-    run the same Plan or lane, whichever comes first (pycoll/api.py, Note
+    run the same Plan or lane, whichever comes first (pycoll/_plan.py, Note
     [One plan per algorithm]), with the same results."""
     comm, p, r = run.comm, run.p, run.r
     sub = comm.split(0)                 # a communicator with no plans yet
