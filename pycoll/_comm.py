@@ -12,6 +12,7 @@ posted; two calls in flight never mix.
 from __future__ import annotations
 
 import json
+import operator
 import os
 from dataclasses import asdict, dataclass, field
 
@@ -192,8 +193,17 @@ class CommBase:
     def split(self, color: int, key: int = 0):
         """Partition like ``MPI.Comm.Split``: ranks with the same *color* form
         a new Communicator, ordered by *key* then by rank. A rank passing
-        ``MPI.UNDEFINED`` takes part and gets None."""
-        part = self._live().Split(color, key)
+        ``MPI.UNDEFINED`` takes part and gets None. Any other color below 0
+        (erroneous in MPI; MPICH takes it as a color) is a ValueError,
+        raised before the split."""
+        comm = self._live()
+        try:
+            color, key = operator.index(color), operator.index(key)
+        except TypeError:
+            raise TypeError(f"color and key must be ints, got {color!r} and {key!r}") from None
+        if color < 0 and color != mpi().UNDEFINED:
+            raise ValueError(f"color must be >= 0 or MPI.UNDEFINED, got {color}")
+        part = comm.Split(color, key)
         if part == mpi().COMM_NULL:
             return None
         try:

@@ -462,6 +462,9 @@ def group_special(run):
         assert "freed" in str(exc)
     else:
         raise AssertionError("a freed communicator must refuse to run")
+    expect(ValueError, "got -5", comm.split, -5)
+    expect(TypeError, "must be ints", comm.split, 1.5)
+    expect(TypeError, "must be ints", comm.split, 0, "a")
     nothing = comm.split(MPI.UNDEFINED if r == 0 else 1)
     assert (nothing is None) == (r == 0)
     if nothing is not None:
