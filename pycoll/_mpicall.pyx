@@ -250,7 +250,7 @@ cdef class Transport:
 # The small-message lane
 
 cdef enum:
-    WORD_BYTES = 64     # the header word of broadcast and scatter (api._header)
+    WORD_BYTES = 64     # the header word of broadcast and scatter (_header.py)
     MAX_CHILDREN = 64   # a rank's children in a binomial tree: up to log2(p)
 
 cdef enum:
@@ -1608,7 +1608,7 @@ def barrier(comm, timeout=None):
 cdef class BroadcastLane(StagedSends):
     """One repeated, plain broadcast of an array of one (dtype, shape, root,
     algorithm) on the binomial tree (or, at p = 2, the pipeline: the same
-    single message), run in C. Per tree edge, as api._header and the
+    single message), run in C. Per tree edge, as _header.exchange and the
     general path send them: the header word and the data in one message
     when the data fits (*inline*), else the word, then the data on the next
     tag.

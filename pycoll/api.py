@@ -37,28 +37,27 @@ import time
 
 import numpy as np
 
-from pycoll import _message, _mpicall, tuning
+from pycoll import _header, _message, _mpicall, tuning
 from pycoll._comm import CommBase, Settings
-from pycoll._dtypes import BY_CODE, BY_NAME, DType, Op, dtype_of, op_of
+from pycoll._dtypes import BY_NAME, DType, Op, dtype_of, op_of
 from pycoll._kernels.reduce import convert, scale
 from pycoll._mpi import mpi
+from pycoll._header import HEADER_INLINE, HEADER_OK, INLINE_BYTES, SHORT_DIMS, WORD_BYTES
 from pycoll._p2p import COPY_OVERLAP, Channel
 from pycoll._pieces import Pieces
 from pycoll._plan import (LANE_MAX_BYTES, CollArgs, Plan, _alltoall_args, _array, _bytes,
                           _cached_lane, _check_algorithm, _check_root, _done, _finish,
                           _gather_args, _hashable, _in_place, _plan, _reduce_scatter_args,
                           _reduction_args, _result, _rows, _scan_args, _scatter_args,
-                          _send_bytes, _split_counts, _work_dtype)
+                          _send_bytes, _work_dtype)
 from pycoll._trials import AlgorithmTuner
 from pycoll.algorithms import REGISTRY, Task
-from pycoll.algorithms._shape import Fold, blocks_from_counts, span
-from pycoll.algorithms.broadcast_binomial import binomial_broadcast, binomial_edges
+from pycoll.algorithms._shape import Fold, binomial_subtree, blocks_from_counts, span
+from pycoll.algorithms.broadcast_binomial import binomial_edges
 from pycoll.errors import MismatchError
 
 SUM, PROD, MAX, MIN, AVG = Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.AVG
 BAND, BOR, BXOR = Op.BAND, Op.BOR, Op.BXOR
-
-HEADER_BYTES = 2048       # a long header (an error, many dimensions) for x=None ranks
 
 
 # ---------------------------------------------------------------------------
@@ -206,8 +205,8 @@ def _agree_settings(comm: Communicator, autotune=None) -> Settings:
             payload = {"error": "ValueError", "message": str(exc)}
     else:
         payload = None
-    agreed = _broadcast_json(comm, payload, sized=True)
-    _raise_carried(agreed)
+    agreed = _header.broadcast_json(comm, payload, sized=True)
+    _header.raise_carried(agreed)
     settings = Settings(**agreed["settings"])
     tuning.check_settings(settings)
     return settings
@@ -237,150 +236,6 @@ def _comm_of(comm) -> Communicator:
             hit = (comm, Communicator(comm))
             _wrapped[id(comm)] = hit
         return hit[1]
-
-
-# ---------------------------------------------------------------------------
-# The header of broadcast and scatter: what a rank with x=None learns
-
-
-def _broadcast_json(comm, payload, root: int = 0, sized: bool = False) -> dict:
-    """The root's JSON-able *payload*, on every rank, down a binomial tree
-    on its own tag: one message of HEADER_BYTES (the header of broadcast
-    and scatter), or, when *sized*, its length and then the bytes (the
-    agreed settings, which carry a calibration of any size)."""
-    raw = json.dumps(payload).encode() if comm.rank == root else b""
-    nbytes = HEADER_BYTES
-    if sized:
-        length = np.array([len(raw)], np.int64)
-        binomial_broadcast(Channel(comm, comm.next_tag()), length.view(np.uint8), root,
-                           comm.rank, comm.size)
-        nbytes = int(length[0])
-    elif len(raw) > HEADER_BYTES:
-        raw = json.dumps({"error": payload.get("error", "ValueError"),
-                          "message": str(payload.get("message", ""))[:HEADER_BYTES // 2]
-                          or "header too large: more than 64 dimensions?"}).encode()
-    buf = np.zeros(nbytes, np.uint8)
-    if comm.rank == root:
-        buf[:len(raw)] = np.frombuffer(raw, np.uint8)
-    binomial_broadcast(Channel(comm, comm.next_tag()), buf, root, comm.rank, comm.size)
-    return json.loads(bytes(buf).rstrip(b"\0").decode())
-
-
-_CARRIED_ERRORS = {"TypeError": TypeError, "ValueError": ValueError}
-
-
-SHORT_DIMS = 5             # the binary header holds up to this many dimensions
-HEADER_OK, HEADER_LONG, HEADER_INLINE = 1, 2, 3
-WORD_BYTES = 64            # the header word: 8 int64
-# A broadcast of at most INLINE_BYTES on a tree carries its data in the
-# header's message (HEADER_INLINE): one message per edge instead of two.
-# Word and data then stay within 4 KiB, Open MPI's shared-memory eager limit
-# (btl_sm_eager_limit; MPICH's is larger), above which a message waits for
-# its receiver anyway.
-INLINE_BYTES = 4096 - WORD_BYTES
-
-
-def _header(c, root: int, header, deadline, collective: str, payload=None) -> tuple:
-    """The root's (DType, shape, inline data or None), on every rank.
-
-    One message down a binomial tree: 8 int64 (status, dtype code, ndim and
-    up to SHORT_DIMS dimensions), then, when the root passes a *payload*
-    (uint8, at most INLINE_BYTES), the data itself: a broadcast's whole
-    (_inline_broadcast), or a scatter's blocks in the order of ranks
-    relative to the root, each child getting its subtree's (Note [Inline
-    scatter]; the inline data returned is then this rank's block). An error
-    on the root, or more dimensions, take a second, JSON message; every
-    rank raises the root's error. *header* is the root's dict from
-    _root_header, None elsewhere. Receivers leave room for an inline
-    payload.
-    """
-    message = np.zeros(WORD_BYTES + INLINE_BYTES, np.uint8)
-    word = message[:WORD_BYTES].view(np.int64)
-    length = WORD_BYTES
-    if c.rank == root:
-        shape = header.get("shape", ())
-        if "error" in header or len(shape) > SHORT_DIMS:
-            word[0] = HEADER_LONG
-        else:
-            word[:] = _header_word(BY_NAME[header["dtype"]], shape)
-            if payload is not None:
-                word[0] = HEADER_INLINE
-                if collective == "broadcast":
-                    length += len(payload)
-                    message[WORD_BYTES:length] = payload
-    channel = Channel(c, c.next_tag())
-    channel.begin(deadline, collective, "header", 1)
-    parent, children = binomial_edges(root, c.rank, c.size)
-    if parent is not None:
-        channel.recv(message, parent)
-    if collective == "scatter" and word[0] == HEADER_INLINE:
-        dtype, shape = _read_header(c, root, header, word)
-        blocks = payload if parent is None else message[WORD_BYTES:]
-        return dtype, shape, _scatter_forward(c, root, dtype, shape, word, blocks, channel)
-    sent = message[:_header_length(word)]
-    channel.wait([r for child in children for r in channel.isend(sent, child)])
-    dtype, shape = _read_header(c, root, header, word)
-    return dtype, shape, _inline_data(message, word)
-
-
-def _header_length(word) -> int:
-    """The bytes of the header message that carried *word*."""
-    if word[0] != HEADER_INLINE:
-        return WORD_BYTES
-    return WORD_BYTES + math.prod(int(d) for d in word[3:3 + int(word[2])]) \
-        * BY_CODE[int(word[1])].itemsize
-
-
-def _inline_data(message, word):
-    """The broadcast's data in a received header message, or None."""
-    return message[WORD_BYTES:_header_length(word)] if word[0] == HEADER_INLINE else None
-
-
-def _inline_broadcast(c, plan, nbytes: int) -> bool:
-    """Whether the root sends a broadcast's data inside its header: small,
-    and on the header's own tree (the binomial tree, or the pipeline at
-    p = 2: one link either way); no data at all goes the same way, the
-    header its only message."""
-    return nbytes <= INLINE_BYTES and _on_tree(c, plan)
-
-
-def _on_tree(c, plan) -> bool:
-    return plan.algorithm == "binomial" or (c.size == 2 and plan.algorithm == "pipeline")
-
-
-def _header_word(dtype: DType, shape) -> np.ndarray:
-    """The short header of an array of *dtype* and *shape* (at most SHORT_DIMS dimensions)."""
-    word = np.zeros(8, np.int64)
-    word[:3 + len(shape)] = [HEADER_OK, dtype.code, len(shape), *shape]
-    return word
-
-
-def _read_header(c, root: int, header, word) -> tuple:
-    """(DType, shape) of a header word every rank has received; a long
-    header's JSON follows (the root's error, raised on every rank)."""
-    if word[0] == HEADER_LONG:
-        header = _broadcast_json(c, header, root, sized=True)
-        _raise_carried(header)
-        return BY_NAME[header["dtype"]], tuple(header["shape"])
-    ndim = int(word[2])
-    return BY_CODE[int(word[1])], tuple(int(d) for d in word[3:3 + ndim])
-
-
-def _raise_carried(header: dict) -> None:
-    if "error" in header:
-        raise _CARRIED_ERRORS.get(header["error"], ValueError)(header["message"])
-
-
-def _root_header(x, check=None) -> tuple:
-    """(header, message or None) for the root's input; a bad input becomes
-    an error header that every rank raises."""
-    try:
-        msg = _message.message(x)
-        if check is not None:
-            check(msg)
-    except (TypeError, ValueError) as exc:
-        return {"error": type(exc).__name__, "message": f"root: {exc}"}, None
-    return {"dtype": msg.dtype.name, "shape": list(msg.shape)}, msg
 
 
 # ---------------------------------------------------------------------------
@@ -641,18 +496,20 @@ def _broadcast(c, x, root, algorithm, async_op, timeout):
     def prepare():
         r = _check_root(root, c.size)
         alg = _check_algorithm("broadcast", algorithm)
-        header, msg = _root_header(x, lambda m: _writable(x)) if c.rank == r else (None, None)
+        header, msg = (_header.root_header(x, lambda m: _writable(x)) if c.rank == r
+                       else (None, None))
 
         def run(deadline):
             if c.rank == r:
                 plan = None if msg is None else _broadcast_plan(c, msg.dtype, msg.shape, r, alg)
-                inline = plan is not None and _inline_broadcast(c, plan, msg.nbytes)
+                inline = plan is not None and _header.inline_broadcast(c, plan, msg.nbytes)
                 # (an error or a long shape raises or is sent without the data)
-                _, _, sent = _header(c, r, header, deadline, "broadcast", msg.data if inline else None)
+                _, _, sent = _header.exchange(c, r, header, deadline, "broadcast",
+                                              msg.data if inline else None)
                 if sent is None:
                     plan.run(data=msg.data, deadline=deadline)
                 return x
-            dtype, shape, inline = _header(c, r, None, deadline, "broadcast")
+            dtype, shape, inline = _header.exchange(c, r, None, deadline, "broadcast")
             return _broadcast_receive(c, x, r, alg, dtype, shape, deadline, inline)
         return {"collective": "broadcast", "root": r, "algorithm": alg}, run
     return _call(c, "broadcast", async_op, timeout, prepare)
@@ -716,7 +573,7 @@ def _make_broadcast_lane(c, x, root, algorithm):
     """The lane (pycoll._mpicall.BroadcastLane) of this signature: the
     binomial tree (or, at p = 2, the pipeline: one link, one message) with
     the data in one message, inside the header's when it fits
-    (_inline_broadcast); None when the call must take the general path
+    (_header.inline_broadcast); None when the call must take the general path
     (which also reports whatever is wrong with it)."""
     checked = _root_lane_args(c, "broadcast", x, root, algorithm)
     if checked is None or x.ndim > SHORT_DIMS or x.nbytes > LANE_MAX_BYTES:
@@ -725,12 +582,12 @@ def _make_broadcast_lane(c, x, root, algorithm):
     if x.dtype != dtype.numpy:
         return None
     plan = _broadcast_plan(c, dtype, x.shape, r, alg)
-    if not _on_tree(c, plan) or x.nbytes > plan.channel.segment:
+    if not _header.on_tree(c, plan) or x.nbytes > plan.channel.segment:
         return None
     parent, children = binomial_edges(r, c.rank, c.size)
-    inline = _inline_broadcast(c, plan, x.nbytes)
+    inline = _header.inline_broadcast(c, plan, x.nbytes)
     room = WORD_BYTES + (x.nbytes if inline else 0) if parent is None else WORD_BYTES + INLINE_BYTES
-    word = _header_word(dtype, x.shape)
+    word = _header.make_word(dtype, x.shape)
     if inline:
         word[0] = HEADER_INLINE
     return _mpicall.BroadcastLane(c, c.transport, word.view(np.uint8), -1 if parent is None else parent,
@@ -745,9 +602,9 @@ def _broadcast_rest(c, x, root, algorithm, message, deadline):
     forwarded down the tree): the general path from there, by *deadline*
     (0.0: none)."""
     word = message[:WORD_BYTES].view(np.int64)
-    dtype, shape = _read_header(c, root, None, word)
+    dtype, shape = _header.read(c, root, None, word)
     return _broadcast_receive(c, x, root, algorithm, dtype, shape, deadline or None,
-                              _inline_data(message, word))
+                              _header.inline_data(message, word))
 
 
 def _broadcast_plan(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> Plan:
@@ -1007,19 +864,6 @@ def _make_allgather_lane(c, x, algorithm):
 # scatter_binomial and the header), so ranks taking either path meet.
 
 
-def _binomial_subtree(rel: int, p: int) -> tuple:
-    """(parent, end, children) of relative rank *rel* in the binomial tree
-    of gather_binomial and scatter_binomial: its parent (relative; None for
-    the root), the end of its subtree [rel, end) and each child's subtree
-    (first, last), smallest first."""
-    mask, children = 1, []
-    while mask < p and not rel & mask:
-        if rel + mask < p:
-            children.append((rel + mask, min(rel + 2 * mask, p)))
-        mask <<= 1
-    return (rel - mask if rel else None), min(rel + mask, p), children
-
-
 class _RootedLane:
     """The byte spans a gather or scatter moves at this rank, for its
     plan's algorithm: with *buffer*, this rank's block goes to or comes
@@ -1044,7 +888,7 @@ class _RootedLane:
             return
         rel = (r - root) % p
         blocks = blocks_from_counts([counts[(i + root) % p] for i in range(p)])
-        parent, end, children = _binomial_subtree(rel, p)
+        parent, end, children = binomial_subtree(rel, p)
         self.own = (blocks[rel][0], blocks[rel][0] + blocks[rel][1])
         self.up = None if parent is None else (
             (parent + root) % p, blocks[rel][0], blocks[end - 1][0] + blocks[end - 1][1])
@@ -1194,14 +1038,14 @@ def _scatter_receive(c, receiver, root, algorithm, message, out, tag, deadline):
     blocks passed on (on the header's *tag*), or the data phase; by
     *deadline* (None: none)."""
     word = message[:WORD_BYTES].view(np.int64)
-    dtype, shape = _read_header(c, root, None, word)         # the root's error raises here
+    dtype, shape = _header.read(c, root, None, word)         # the root's error raises here
     if word[0] == HEADER_INLINE:
         receiver.expect(word.tobytes(), _cached_lane(
             c, ("scatter-lane", root, algorithm, word.tobytes()),
             lambda: _make_scatter_data(c, word, root, algorithm)))
         channel = Channel(c, tag)
         channel.begin(deadline, "scatter", "header", 1)
-        own = _scatter_forward(c, root, dtype, shape, word, message[WORD_BYTES:], channel)
+        own = _header.scatter_forward(c, root, dtype, shape, word, message[WORD_BYTES:], channel)
         return _scatter_own(c, root, algorithm, dtype, shape, own, out)
     if word[0] == HEADER_OK:
         lane = _cached_lane(c, ("scatter-lane", root, algorithm, word.tobytes()),
@@ -1216,7 +1060,7 @@ def _scatter_receive(c, receiver, root, algorithm, message, out, tag, deadline):
 
 def _make_scatter_data(c, word, root, algorithm):
     """A receiver's data lane of the signature a header word names, or None."""
-    dtype, shape = _read_header(c, root, None, word)
+    dtype, shape = _header.read(c, root, None, word)
     plan = _plan(c, ("scatter", dtype.name, shape, root, algorithm),
                  lambda: _scatter_args(c, dtype, shape, root, algorithm))
     if word[0] == HEADER_INLINE:
@@ -1227,13 +1071,13 @@ def _make_scatter_data(c, word, root, algorithm):
 
 
 def _inline_scatter_lane(c, plan, dtype, word):
-    """This rank's part of an inline scatter (Note [Inline scatter]) as a
-    StepLane: on the root (*word* given) x is the caller's array, in rank
-    order; elsewhere x is the received message, the word then the blocks.
-    Each child's message is put together in work (the word, then its
-    subtree's blocks) and sent; this rank's block is copied to out."""
+    """This rank's part of an inline scatter (Note [Inline scatter] in
+    _header.py) as a StepLane: on the root (*word* given) x is the caller's
+    array, in rank order; elsewhere x is the received message, the word then
+    the blocks. Each child's message is put together in work (the word,
+    then its subtree's blocks) and sent; this rank's block is copied to out."""
     p, r, root, counts = c.size, c.rank, plan.args.root, plan.args.counts
-    own, kids, sub = _inline_scatter_spans(p, r, root, counts)
+    own, kids, sub = _header.inline_scatter_spans(p, r, root, counts)
     total, split = sum(counts), sum(counts[:root])
 
     def pieces(lo, hi):
@@ -1292,11 +1136,11 @@ def _make_scatter_root(c, x, root, algorithm):
     plan = _plan(c, ("scatter", dtype.name, x.shape, r, alg),
                  lambda: _scatter_args(c, dtype, x.shape, r, alg))
     children = binomial_edges(r, c.rank, c.size)[1]
+    word = _header.make_word(dtype, x.shape)
     if c.size == 1:
-        return _mpicall.ScatterRoot(c, c.transport, _header_word(dtype, x.shape).view(np.uint8),
-                                    children, _solo_lane(c, "scatter", plan, x), None, True)
-    if _inline_scatter(c, plan):
-        word = _header_word(dtype, x.shape)
+        return _mpicall.ScatterRoot(c, c.transport, word.view(np.uint8), children,
+                                    _solo_lane(c, "scatter", plan, x), None, True)
+    if _header.inline_scatter(c, plan):
         word[0] = HEADER_INLINE
         data = _inline_scatter_lane(c, plan, x.dtype, word)
         return None if data is None else _mpicall.ScatterRoot(
@@ -1308,8 +1152,7 @@ def _make_scatter_root(c, x, root, algorithm):
     def rest(x, out, deadline):             # the data lane declined out: the general path's data phase
         msg = _message.message(x)
         return _scatter_data(c, r, alg, msg.dtype, msg.shape, msg, out, deadline or None)
-    return _mpicall.ScatterRoot(c, c.transport, _header_word(dtype, x.shape).view(np.uint8),
-                                children, data, rest)
+    return _mpicall.ScatterRoot(c, c.transport, word.view(np.uint8), children, data, rest)
 
 
 def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_op=False,
@@ -1414,76 +1257,16 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, ti
         alg = _check_algorithm("scatter", algorithm)
         header, msg = None, None
         if c.rank == r:
-            header, msg = _root_header(x, lambda m: _rows(m.shape, "scatter"))
+            header, msg = _header.root_header(x, lambda m: _rows(m.shape, "scatter"))
 
         def run(deadline):
-            payload = None if msg is None else _inline_scatter_payload(c, r, alg, msg)
-            dtype, shape, own = _header(c, r, header, deadline, "scatter", payload)
+            payload = None if msg is None else _header.inline_scatter_payload(c, r, alg, msg)
+            dtype, shape, own = _header.exchange(c, r, header, deadline, "scatter", payload)
             if own is not None:
                 return _scatter_own(c, r, alg, dtype, shape, own, out)
             return _scatter_data(c, r, alg, dtype, shape, msg, out, deadline)
         return {"collective": "scatter", "root": r, "algorithm": alg}, run
     return _call(c, "scatter", async_op, timeout, prepare)
-
-
-# Note [Inline scatter]
-# ~~~~~~~~~~~~~~~~~~~~~
-# A scatter of at most INLINE_BYTES in all, on the header's own tree (the
-# binomial tree, or either algorithm at p = 2: one link), sends each child
-# the header word and its subtree's blocks in one message, as a broadcast
-# of that size carries its data in the header (INLINE_BYTES). The word says
-# so (HEADER_INLINE), so every rank knows, whichever path it takes, that no
-# data phase follows and no second tag is taken. A rank's message holds
-# its subtree's blocks in the order of ranks relative to the root: its own
-# block first, then each child's subtree; it passes each child the word
-# and that child's part, largest subtree first, and keeps its own block.
-# Every edge of the tree is then one message, as in native MPI, where a
-# small scatter was two (the word, then the data).
-
-
-def _inline_scatter(c, plan) -> bool:
-    """Whether a scatter's root sends the data inside the header
-    (Note [Inline scatter])."""
-    return c.size >= 2 and sum(plan.args.counts) <= INLINE_BYTES and (
-        plan.algorithm == "binomial" or c.size == 2)
-
-
-def _inline_scatter_spans(p: int, r: int, root: int, counts) -> tuple:
-    """(own block bytes, [(child rank, lo, hi)] largest subtree first, the
-    subtree's bytes) of rank r's part of an inline scatter's blocks, in
-    bytes from the start of its own block."""
-    rel = (r - root) % p
-    ends = np.cumsum([0] + [counts[(i + root) % p] for i in range(p)]).tolist()
-    _, end, children = _binomial_subtree(rel, p)
-    base = ends[rel]
-    kids = [((first + root) % p, ends[first] - base, ends[last] - base)
-            for first, last in reversed(children)]
-    return ends[rel + 1] - base, kids, ends[end] - base
-
-
-def _inline_scatter_payload(c, r: int, alg: str, msg):
-    """The root's blocks in relative order (uint8) when its scatter goes
-    inline, else None."""
-    if len(msg.shape) > SHORT_DIMS or not msg.shape:
-        return None                         # a long header, or the root's error
-    plan = _plan(c, ("scatter", msg.dtype.name, msg.shape, r, alg),
-                 lambda: _scatter_args(c, msg.dtype, msg.shape, r, alg))
-    if not _inline_scatter(c, plan):
-        return None
-    split = sum(plan.args.counts[:r])
-    return np.concatenate((msg.data[split:], msg.data[:split]))
-
-
-def _scatter_forward(c, root: int, dtype, shape, word, blocks, channel):
-    """Pass each child the word and its subtree's part of *blocks* (this
-    rank's part of an inline scatter, Note [Inline scatter]); this rank's
-    own block."""
-    counts = _split_counts(shape, dtype.itemsize, c.size)
-    own, kids, _ = _inline_scatter_spans(c.size, c.rank, root, counts)
-    head = word.view(np.uint8)
-    messages = [np.concatenate((head, blocks[lo:hi])) for _, lo, hi in kids]
-    channel.wait([q for (child, _, _), m in zip(kids, messages) for q in channel.isend(m, child)])
-    return blocks[:own]
 
 
 def _scatter_own(c, r, alg, dtype, shape, own, out):

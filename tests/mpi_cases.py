@@ -1166,11 +1166,11 @@ def scatter_lane_cases(run):
 
 def inline_scatter_cases(run):
     """Scatters of at most INLINE_BYTES on the header's tree carry their
-    blocks in the header's messages (pycoll/api.py, Note [Inline scatter]):
+    blocks in the header's messages (pycoll/_header.py, Note [Inline scatter]):
     at the limit and 8 bytes past it, with no data at all, each with odd
     ranks on the general path (a timeout, a strided out) in the same calls
     as the others' lanes, and the root's lane made."""
-    from pycoll.api import INLINE_BYTES
+    from pycoll._header import INLINE_BYTES
 
     comm, p, r = run.comm, run.p, run.r
     root = p // 2
@@ -1620,10 +1620,10 @@ def broadcast_lane_cases(run):
 
 def inline_broadcast_cases(run):
     """A small broadcast on the tree sends its data inside the header's
-    message (api.INLINE_BYTES): one message per edge, so one tag per call;
+    message (_header.INLINE_BYTES): one message per edge, so one tag per call;
     with no data the header is the only message. Lane and general-path receivers (x or None) meet it at the limit, past
     it, and when the root's header is not the one a lane expects."""
-    from pycoll.api import INLINE_BYTES
+    from pycoll._header import INLINE_BYTES
 
     comm, p, r = run.comm, run.p, run.r
     for nbytes, messages in [(0, 1), (8, 1), (INLINE_BYTES, 1), (INLINE_BYTES + 8, 2)]:

@@ -1,16 +1,17 @@
 """The binomial trees of broadcast, scatter and gather, without MPI.
 
 The header of broadcast and scatter goes down binomial_edges' tree, and an
-inline scatter's blocks ride in those same messages (pycoll/api.py, Note
-[Inline scatter]), cut by _inline_scatter_spans from gather/scatter's
-_binomial_subtree. The two trees must be one tree, and the cuts must hand
+inline scatter's blocks ride in those same messages (pycoll/_header.py,
+Note [Inline scatter]), cut by inline_scatter_spans from gather/scatter's
+binomial_subtree. The two trees must be one tree, and the cuts must hand
 every rank exactly its own block, for every p and root.
 """
 import numpy as np
 import pytest
 
 from pycoll.algorithms.broadcast_binomial import binomial_edges
-from pycoll.api import _binomial_subtree, _inline_scatter_spans
+from pycoll._header import inline_scatter_spans
+from pycoll.algorithms._shape import binomial_subtree
 
 SIZES = list(range(1, 34)) + [63, 64, 65]
 
@@ -21,7 +22,7 @@ def test_header_tree_is_the_scatter_subtree(p):
         for r in range(p):
             rel = (r - root) % p
             parent, children = binomial_edges(root, r, p)
-            up, end, subtrees = _binomial_subtree(rel, p)
+            up, end, subtrees = binomial_subtree(rel, p)
             assert parent == (None if up is None else (up + root) % p), (p, root, r)
             # the header's children, largest subtree first; the subtree's, smallest first
             assert children == [(first + root) % p for first, _ in reversed(subtrees)], (p, root, r)
@@ -39,7 +40,7 @@ def test_inline_scatter_spans_deliver_each_block_once(p):
         order = [root]
         for r in order:                     # breadth first down the header's tree
             data = held[r]
-            own, kids, sub = _inline_scatter_spans(p, r, root, counts)
+            own, kids, sub = inline_scatter_spans(p, r, root, counts)
             assert sub == len(data), (p, root, r)
             assert own == counts[r] and (data[:own] == r).all(), (p, root, r)
             assert [child for child, _, _ in kids] == binomial_edges(root, r, p)[1]

@@ -19,6 +19,19 @@ def log2_ceil(p: int) -> int:
     return (p - 1).bit_length()
 
 
+def binomial_subtree(rel: int, p: int) -> tuple:
+    """(parent, end, children) of relative rank *rel* in the binomial tree
+    of gather_binomial and scatter_binomial: its parent (relative; None for
+    the root), the end of its subtree [rel, end) and each child's subtree
+    (first, last), smallest first."""
+    mask, children = 1, []
+    while mask < p and not rel & mask:
+        if rel + mask < p:
+            children.append((rel + mask, min(rel + 2 * mask, p)))
+        mask <<= 1
+    return (rel - mask if rel else None), min(rel + mask, p), children
+
+
 class Fold:
     """Non-power-of-two process counts, folded onto a power of two.
 
