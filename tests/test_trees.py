@@ -9,9 +9,9 @@ every rank exactly its own block, for every p and root.
 import numpy as np
 import pytest
 
-from pycoll.algorithms.broadcast_binomial import binomial_edges
 from pycoll._header import inline_scatter_spans
 from pycoll.algorithms._shape import binomial_subtree
+from pycoll.algorithms.broadcast_binomial import binomial_edges
 
 SIZES = list(range(1, 34)) + [63, 64, 65]
 
