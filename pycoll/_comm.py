@@ -119,7 +119,7 @@ class CommBase:
         self.size: int = self._comm.Get_size()
         # Tags and scratch, shared with the C lanes.
         self._calls = CallResources(MPI.COMM_WORLD.Get_attr(MPI.TAG_UB))
-        self._plans: dict = {}              # call signature -> api.Plan
+        self._plans: dict = {}              # call signature -> _plan.Plan
         self.settings = Settings()
         self.transport = None               # a pycoll._mpicall.Transport, or None
         self.transport_info = "mpi4py"

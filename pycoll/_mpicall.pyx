@@ -895,7 +895,7 @@ cdef double lane_deadline(comm, timeout) except? -1.0:
 cdef class Lane(StagedSends):
     """One allreduce or reduce plan, run in C: its schedule, kernel and buffers.
 
-    Made by api.Plan when the plan's algorithm has a schedule, the vector is
+    Made by _plan.Plan when the plan's algorithm has a schedule, the vector is
     one segment, nothing is accumulated in another dtype, and the
     communicator has a Transport. *gets_result*: this rank ends with the
     result (every rank of an allreduce, the root of a reduce); elsewhere the
