@@ -93,14 +93,17 @@ def test_round_us_times_more_iterations_of_small_messages(tmp_path, p):
     # (else the launch would hang or fail), and still computes right.
     out = tmp_path / "run.json"
     proc = launch(p, ["-m", "pycoll.bench", "allreduce", "-b", "8", "-e", "64", "-f", "8",
-                      "-n", "2", "-w", "3", "-R", "1", "-T", "50000", "-a", "ring,native",
+                      "-n", "2", "-w", "3", "-R", "1", "-T", "50000", "-a", "auto,ring,native",
                       "--json", out], timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["meta"]["round_us"] == 50000
     rows = data["rows"]
-    assert len(rows) == 2 * 2 * 2 and all(r["wrong"] == 0 for r in rows)
+    assert len(rows) == 2 * 3 * 2 and all(r["wrong"] == 0 for r in rows)
     assert all(2 < r["iters"] <= 100_000 for r in rows), [r["iters"] for r in rows]
+    # ... and as many in every case at a size (Note [Equal rounds])
+    for size in (8, 64):
+        assert len({r["iters"] for r in rows if r["size"] == size}) == 1, rows
     # without -T, exactly n
     proc = launch(p, ["-m", "pycoll.bench", "allreduce", "-b", "8", "-e", "8", "-n", "2", "-w", "1",
                       "-a", "ring", "--json", out], timeout=240)

@@ -66,9 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "noisy machine)")
     parser.add_argument("-T", "--round_us", type=float, default=0,
                         help="make every round last at least this many microseconds: at sizes "
-                             "where n iterations take less (as timed in the warm-up), more "
-                             "iterations, the same on every rank (small messages are otherwise "
-                             "timed over a few microseconds)")
+                             "where n iterations of the fastest case take less (as timed in the "
+                             "warm-up), more iterations, the same for every case and rank (small "
+                             "messages are otherwise timed over a few microseconds)")
     parser.add_argument("-E", "--equal_counts", action="store_true",
                         help="with several dtypes (-d), time them at equal element counts, "
                              "taking turns within every round as the algorithms do: sizes are "
@@ -407,15 +407,29 @@ def measure_all(spec, benches, cases, comm, native, MPI, args, tuned_comm=None) 
     iterations per round) or None} at one size. benches maps a dtype name
     to (Bench, expected result, bytes). Each case is warmed up, then timed
     over args.rounds rounds of args.iters iterations (more with -T, where
-    those take under args.round_us), the cases taking turns within every
-    round; its time is the median round (the largest over ranks of the mean
-    iteration). "tuned" runs "auto" on *tuned_comm*, warmed up until its
-    tuner has chosen (settle); its tuple has a sixth item, the algorithm
-    chosen.
+    the fastest case's take under args.round_us; as many in every case),
+    the cases taking turns within every round; its time is the median round
+    (the largest over ranks of the mean iteration). "tuned" runs "auto" on
+    *tuned_comm*, warmed up until its tuner has chosen (settle); its tuple
+    has a sixth item, the algorithm chosen.
 
     Round k takes the turns in the order of balanced_order(n, k), so that
     every case follows every other one equally often: a case timed right
-    after a larger one pays for that one's sweep through the caches."""
+    after a larger one pays for that one's sweep through the caches.
+
+    Note [Equal rounds]: every round starts with fill(), and the call
+    after it is the slow one (its input was just rewritten: bench/NOTES.md,
+    "What was tried on the model"), so a round's mean depends on how many
+    calls share that cost. Until 2026-11-26 -T gave each case the calls
+    its own warm-up asked for, and the first case at each size to use a
+    plan ("auto", listed before the algorithm it runs) warmed up through
+    the plan's first calls, which try every way of sending (Note [Choosing
+    the way] in pycoll/_mpicall.pyx): on MPICH at p = 2 its rounds held 4
+    calls at 1 MiB against the same algorithm's 13-16 under its own name,
+    and "auto" read 1.02-1.24x that algorithm's time (median 1.13) in the
+    nine launches of reduce, allgather and broadcast of one report. So
+    every case takes the number of calls the fastest one needs to fill
+    args.round_us."""
     calls = {}
     for case in cases:
         name, algorithm, inplace = case
@@ -430,7 +444,7 @@ def measure_all(spec, benches, cases, comm, native, MPI, args, tuned_comm=None) 
             calls[case] = (bench, lambda bench=bench, on=on, name=name, inplace=inplace:
                            spec.run(bench, on, name, inplace))
     times = {case: [] for case in calls}
-    iters = dict.fromkeys(calls, args.iters)
+    fastest = math.inf                      # the lowest warm-up time of a call, s
     for case, (bench, call) in calls.items():
         bench.fill()
         if args.warmup_iters:
@@ -442,9 +456,14 @@ def measure_all(spec, benches, cases, comm, native, MPI, args, tuned_comm=None) 
             call()
         if args.round_us:
             # Every rank must make the same calls: the slowest rank's estimate.
-            each = native.allreduce((time.perf_counter() - start) / (args.warmup_iters - 1),
-                                    op=MPI.MAX)
-            iters[case] = max(args.iters, min(MAX_ITERS, math.ceil(args.round_us * 1e-6 / max(each, 1e-9))))
+            fastest = min(fastest, native.allreduce(
+                (time.perf_counter() - start) / (args.warmup_iters - 1), op=MPI.MAX))
+    # Every case makes the same number of calls per round: the first call
+    # after fill() is the slow one, and it must weigh the same in each
+    # case's mean (Note [Equal rounds]).
+    iters = args.iters
+    if args.round_us and calls:
+        iters = max(iters, min(MAX_ITERS, math.ceil(args.round_us * 1e-6 / max(fastest, 1e-9))))
     turns = list(calls.items())
     for k in range(args.rounds):
         for i in balanced_order(len(turns), k):
@@ -452,9 +471,9 @@ def measure_all(spec, benches, cases, comm, native, MPI, args, tuned_comm=None) 
             bench.fill()
             native.Barrier()
             start = time.perf_counter()
-            for _ in range(iters[case]):
+            for _ in range(iters):
                 call()
-            elapsed = (time.perf_counter() - start) / iters[case]
+            elapsed = (time.perf_counter() - start) / iters
             times[case].append(native.allreduce(elapsed, op=MPI.MAX))
     results = {case: None for case in cases}
     for case, (bench, call) in calls.items():
@@ -469,7 +488,7 @@ def measure_all(spec, benches, cases, comm, native, MPI, args, tuned_comm=None) 
                 wrong = int(np.count_nonzero(got != expected))
             wrong = native.allreduce(wrong, op=MPI.SUM)
         algbw = size / elapsed / 1e9 if elapsed > 0 else 0.0
-        results[case] = (elapsed, algbw, algbw * spec.factor(bench.p), wrong, iters[case])
+        results[case] = (elapsed, algbw, algbw * spec.factor(bench.p), wrong, iters)
         if case[1] == TUNED:
             results[case] += (tuned_choice(tuned_comm, spec.name, bench.send),)
     return results
