@@ -49,7 +49,9 @@ OPS = ("allreduce", "reduce", "allgather", "reduce_scatter", "broadcast")
 # "auto within 10%". In one launch of the allreduce sweep per library
 # and rounds (p = 2, float32 and bfloat16, 26 cases), auto / pick lay
 # outside 0.95-1.05 in 12 and 8 cases with 5 rounds, 8 and 2 with 15,
-# and above 1.10 in 5 and 4 against 1 and 0 (bench/NOTES.md, "Rounds").
+# and above 1.10 in 5 and 4 against 1 and 0 (bench/NOTES.md, "Rounds";
+# with equal calls per round as well, Note [Equal rounds] in
+# pycoll/bench/harness.py, none of 128 cases above 1.05).
 ROUNDS = "15"
 SWEEP = ["-b", "4", "-e", "64M", "-f", "4", "-n", "4", "-R", ROUNDS, "-w", "3", "-T", "1000"]
 # float16 and bfloat16 against float32 at equal element counts (-E), the

@@ -427,9 +427,9 @@ def measure_all(spec, benches, cases, comm, native, MPI, args, tuned_comm=None) 
     the way] in pycoll/_mpicall.pyx): on MPICH at p = 2 its rounds held 4
     calls at 1 MiB against the same algorithm's 13-16 under its own name,
     and "auto" read 1.02-1.24x that algorithm's time (median 1.13) in the
-    nine launches of reduce, allgather and broadcast of one report. So
-    every case takes the number of calls the fastest one needs to fill
-    args.round_us."""
+    nine launches of reduce, allgather and broadcast of a report made
+    then (bench/NOTES.md, "Rounds"). So every case takes the number of
+    calls the fastest one needs to fill args.round_us."""
     calls = {}
     for case in cases:
         name, algorithm, inplace = case
