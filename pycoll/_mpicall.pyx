@@ -1106,7 +1106,7 @@ cdef class ReduceScatterLane(StagedSends):
             if dest >= 0:
                 self.largest_send = max(self.largest_send, sn)
         self.total = total
-        # This rank's block; no steps: every block is empty (api.py, Note [Empty lanes]).
+        # This rank's block; no steps: every block is empty (_lanes.py, Note [Empty lanes]).
         self.nbytes = self.recv_n[self.nsteps - 1] if self.nsteps else 0
 
     cdef int execute(self, char *send, char *partial, char *result, char *temp, Stage *stage,
@@ -1209,7 +1209,7 @@ cdef class StepLane(StagedSends):
     after the header), run in C: this rank's part
     of its algorithm as a program of steps over three byte buffers, x (this
     rank's input), out (the result) and work (the communicator's scratch),
-    made once per signature by pycoll/api.py (_RootedLane.gather_steps and
+    made once per signature by pycoll/_lanes.py (_RootedLane.gather_steps and
     scatter_steps, _allgather_ring_program, _allgather_rd_program,
     _alltoall_program) with the messages, tags and order of the general
     path, so ranks taking either path meet.
@@ -1394,7 +1394,7 @@ cdef class ScatterRoot:
     (dtype, shape, algorithm) whose header is the short word: the word down
     the header's binomial tree, then the data lane (a StepLane); or, when
     *inline*, the data lane alone, whose program sends each child the word
-    and its subtree's blocks in one message (api.py, Note [Inline
+    and its subtree's blocks in one message (_header.py, Note [Inline
     scatter]). x is checked before anything leaves; an out the data lane
     declines goes to *rest(x, out, deadline)*, the general path's data
     phase (never when inline: the lane then takes any out the general path
@@ -1461,7 +1461,7 @@ cdef class ScatterReceiver:
     the header message from its parent in the header's binomial tree, room
     bytes at most. A short word is passed on to its children, then the
     data lane of the last signature seen (*expect*) runs when the word
-    names it again. An inline word (*inline_code*; api.py, Note [Inline
+    names it again. An inline word (*inline_code*; _header.py, Note [Inline
     scatter]) brings this rank's subtree's blocks along: the data lane of
     its signature passes them on and keeps its own block, on the same tag.
     Any other word, or an out the lane declines, goes to *rest(message,
@@ -1533,7 +1533,7 @@ cdef class ScatterReceiver:
         return self.rest(self.message.copy(), out, tag, deadline)
 
 
-# The names pycoll/api.py builds StepLane programs with.
+# The names pycoll/_lanes.py builds StepLane programs with.
 STEP = {"send": STEP_SEND, "recv": STEP_RECV, "copy": STEP_COPY, "sendrecv": STEP_SENDRECV,
         "sendrecv_copy": STEP_SENDRECV_COPY}
 BUFFER = {"x": BUF_X, "out": BUF_OUT, "work": BUF_WORK, "word": BUF_WORD}
@@ -1802,6 +1802,6 @@ def reduce_scatter(comm, x, op, algorithm, out, accumulate, timeout=None):
         return None
     if plan is None or plan.lane is None:
         return None
-    if type(plan.lane) is Lane:             # p = 1 (api.py, Note [Solo lanes])
+    if type(plan.lane) is Lane:             # p = 1 (_lanes.py, Note [Solo lanes])
         return (<Lane>plan.lane).run(x, out, lane_deadline(comm, timeout))
     return (<ReduceScatterLane>plan.lane).run(x, out, lane_deadline(comm, timeout))

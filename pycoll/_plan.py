@@ -7,7 +7,7 @@ raise before any message is sent), and ``_plan`` keeps the resulting Plan
 per communicator, so a repeated call only binds its buffers (``_result``,
 ``_send_bytes``, ``_in_place``) and runs. An allreduce, reduce or
 reduce_scatter plan also holds its C lane (``_lane``) when its messages
-fit one segment; the lanes of the other collectives are made in api.py and
+fit one segment; the lanes of the other collectives are made in _lanes.py and
 kept beside the plans (``_cached_lane``).
 """
 from __future__ import annotations
@@ -118,7 +118,7 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
             or args.dtype is not args.result):
         return None
     if args.n == 0 or comm.size == 1 and args.n <= segment:
-        steps = []                          # Note [Empty lanes]; Note [Solo lanes] in api.py
+        steps = []                          # Note [Empty lanes]; Note [Solo lanes] in _lanes.py
     elif not args.n <= segment or not hasattr(module, "schedule"):
         return None
     elif args.collective == "reduce":
@@ -139,13 +139,13 @@ def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: 
     p, r, counts = comm.size, comm.rank, args.counts
     if comm.transport is None or args.dtype is not args.result:
         return None
-    if p == 1:                  # Note [Solo lanes] in api.py: allreduce's lane, x copied
+    if p == 1:                  # Note [Solo lanes] in _lanes.py: allreduce's lane, x copied
         return _mpicall.Lane(comm, comm.transport, [], args.op.kernel, args.dtype.code,
                              args.shape, args.dtype.numpy, args.n,
                              1 if args.op is Op.AVG else 0, True, "reduce_scatter",
                              algorithm) if args.n <= segment else None
     if max(counts) == 0:
-        steps = ()                          # Note [Empty lanes] in api.py
+        steps = ()                          # Note [Empty lanes] in _lanes.py
     elif min(counts) == 0 or not hasattr(module, "schedule"):
         return None
     else:
@@ -403,6 +403,14 @@ def _scatter_args(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> C
     counts = _split_counts(shape, dtype.itemsize, c.size)
     return CollArgs("scatter", algorithm, max(counts), dtype, dtype, root=root, counts=counts,
                     shape=_block_shape(shape, c.size, c.rank))
+
+
+def _broadcast_plan(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> Plan:
+    nbytes = math.prod(shape) * dtype.itemsize
+    return _plan(c, ("broadcast", dtype.name, shape, root, algorithm),
+                 lambda: CollArgs("broadcast", algorithm, nbytes, dtype, dtype, root=root,
+                                  shape=shape))
+
 
 
 def _reduce_scatter_args(c, x, op, algorithm, accumulate) -> CollArgs:

@@ -31,29 +31,26 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import threading
 import time
 
 import numpy as np
 
-from pycoll import _header, _message, _mpicall, tuning
+from pycoll import _header, _lanes, _message, _mpicall, tuning
 from pycoll._comm import CommBase, Settings
-from pycoll._dtypes import BY_NAME, DType, Op, dtype_of, op_of
+from pycoll._dtypes import BY_NAME, DType, Op, op_of
 from pycoll._kernels.reduce import convert, scale
 from pycoll._mpi import mpi
-from pycoll._header import HEADER_INLINE, HEADER_OK, INLINE_BYTES, SHORT_DIMS, WORD_BYTES
-from pycoll._p2p import COPY_OVERLAP, Channel
+from pycoll._header import HEADER_INLINE, HEADER_OK, WORD_BYTES
+from pycoll._p2p import Channel
 from pycoll._pieces import Pieces
-from pycoll._plan import (LANE_MAX_BYTES, CollArgs, Plan, _alltoall_args, _array, _bytes,
+from pycoll._plan import (CollArgs, _alltoall_args, _array, _broadcast_plan, _bytes,
                           _cached_lane, _check_algorithm, _check_root, _done, _finish,
                           _gather_args, _hashable, _in_place, _plan, _reduce_scatter_args,
                           _reduction_args, _result, _rows, _scan_args, _scatter_args,
                           _send_bytes, _work_dtype)
 from pycoll._trials import AlgorithmTuner
 from pycoll.algorithms import REGISTRY, Task
-from pycoll.algorithms._shape import Fold, binomial_subtree, blocks_from_counts, span
-from pycoll.algorithms.broadcast_binomial import binomial_edges
 from pycoll.errors import MismatchError
 
 SUM, PROD, MAX, MIN, AVG = Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.AVG
@@ -550,51 +547,11 @@ def _broadcast_lane(c, x, root, algorithm, timeout):
     """A plain broadcast of a numpy array on its lane: x, filled; NOT_TAKEN
     (nothing sent) for any call the lane does not take."""
     done = _mpicall.broadcast(c, x, root, algorithm, timeout)
-    if done is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lane_made(
+    if done is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
             c, ("broadcast-lane", x.dtype, x.shape, root, algorithm),
-            lambda: _make_broadcast_lane(c, x, root, algorithm)):
+            lambda: _lanes.make_broadcast(c, x, root, algorithm, _broadcast_rest)):
         done = _mpicall.broadcast(c, x, root, algorithm, timeout)
     return done
-
-
-def _root_lane_args(c, collective: str, x, root, algorithm):
-    """(root, algorithm, DType) of a root's call that a lane may take, or
-    None when they are not plainly valid (the general path reports why)."""
-    try:
-        r = _check_root(root, c.size)
-        alg = _check_algorithm(collective, algorithm)
-        dtype = dtype_of(x.dtype, "x")
-    except (TypeError, ValueError):
-        return None
-    return (r, alg, dtype) if r == root else None
-
-
-def _make_broadcast_lane(c, x, root, algorithm):
-    """The lane (pycoll._mpicall.BroadcastLane) of this signature: the
-    binomial tree (or, at p = 2, the pipeline: one link, one message) with
-    the data in one message, inside the header's when it fits
-    (_header.inline_broadcast); None when the call must take the general path
-    (which also reports whatever is wrong with it)."""
-    checked = _root_lane_args(c, "broadcast", x, root, algorithm)
-    if checked is None or x.ndim > SHORT_DIMS or x.nbytes > LANE_MAX_BYTES:
-        return None
-    r, alg, dtype = checked
-    if x.dtype != dtype.numpy:
-        return None
-    plan = _broadcast_plan(c, dtype, x.shape, r, alg)
-    if not _header.on_tree(c, plan) or x.nbytes > plan.channel.segment:
-        return None
-    parent, children = binomial_edges(r, c.rank, c.size)
-    inline = _header.inline_broadcast(c, plan, x.nbytes)
-    room = WORD_BYTES + (x.nbytes if inline else 0) if parent is None else WORD_BYTES + INLINE_BYTES
-    word = _header.make_word(dtype, x.shape)
-    if inline:
-        word[0] = HEADER_INLINE
-    return _mpicall.BroadcastLane(c, c.transport, word.view(np.uint8), -1 if parent is None else parent,
-                                  children, x.nbytes, x.dtype.alignment, inline, room,
-                                  lambda x, message, deadline:
-                                  _broadcast_rest(c, x, r, alg, message, deadline),
-                                  algorithm=plan.algorithm)
 
 
 def _broadcast_rest(c, x, root, algorithm, message, deadline):
@@ -605,13 +562,6 @@ def _broadcast_rest(c, x, root, algorithm, message, deadline):
     dtype, shape = _header.read(c, root, None, word)
     return _broadcast_receive(c, x, root, algorithm, dtype, shape, deadline or None,
                               _header.inline_data(message, word))
-
-
-def _broadcast_plan(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> Plan:
-    nbytes = math.prod(shape) * dtype.itemsize
-    return _plan(c, ("broadcast", dtype.name, shape, root, algorithm),
-                 lambda: CollArgs("broadcast", algorithm, nbytes, dtype, dtype, root=root,
-                                  shape=shape))
 
 
 def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=None,
@@ -678,278 +628,15 @@ def _gather_record(name, x, sizes, algorithm, **more) -> dict:
             "sizes": None if sizes is None else [int(s) for s in sizes]}
 
 
-# The allgather lane: a repeated, plain allgather of one (dtype, shape,
-# algorithm) on the ring or recursive doubling, every message within a
-# segment, runs as a pycoll._mpicall.StepLane program made from the
-# algorithm's messages below, with none of the Python of a general call
-# (about 10 us of it, a seventh of a 1 MiB allgather at p = 2 here). The
-# messages, tags and their order are those of allgather_ring.run and
-# allgather_recursive_doubling.run, so ranks taking either path meet.
-
-
-def _allgather_ring_program(p: int, r: int, counts) -> list:
-    """Rank r's steps of allgather_ring.run (x apart from out): step 0
-    sends x to the right while copying it into its place; step s forwards
-    block r - s to the right and receives block r - s - 1 from the left."""
-    spans = [(lo, lo + n) for lo, n in blocks_from_counts(counts)]
-    right, left = (r + 1) % p, (r - 1) % p
-    steps = _exchange_copying(("x", 0, counts[r]), right, ("out", *spans[left]), left,
-                              ("out", *spans[r]))
-    return steps + [_step("sendrecv", send=("out", *spans[(r - s) % p]), dest=right,
-                          recv=("out", *spans[(r - s - 1) % p]), source=left)
-                    for s in range(1, p - 1)]
-
-
-def _exchange_copying(send, dest: int, recv, source: int, copy) -> list:
-    """The steps of Channel.sendrecv_copying (the copy first below
-    COPY_OVERLAP bytes, else while the messages are in flight)."""
-    if send[2] - send[1] < COPY_OVERLAP:
-        return [_step("copy", send=send, recv=copy),
-                _step("sendrecv", send=send, dest=dest, recv=recv, source=source)]
-    return [_step("sendrecv_copy", send=send, dest=dest, recv=recv, source=source, copy=copy)]
-
-
-def _allgather_rd_program(p: int, r: int, counts) -> list:
-    """Rank r's steps of allgather_recursive_doubling.run (x apart from out):
-    the folded ranks' hand-over, the rounds of swaps, the hand-back."""
-    fold = Fold.of(p)
-    v = fold.virtual(r)
-    blocks = blocks_from_counts(counts)
-    lo, n = blocks[r]
-    mine, copy = ("x", 0, n), ("out", lo, lo + n)
-    whole = ("out", 0, sum(counts))
-    steps = []
-    if r < 2 * fold.rem:
-        if v is None:
-            return [_step("send", send=mine, dest=r + 1), _step("recv", recv=whole, source=r + 1)]
-        steps.append(_step("copy", send=mine, recv=copy))
-        mine, copy = copy, None
-        plo, pn = blocks[r - 1]
-        steps.append(_step("recv", recv=("out", plo, plo + pn), source=r - 1))
-
-    def virtual_span(first, last):
-        vlo, vn = span(blocks, fold.first(first), fold.first(last))
-        return ("out", vlo, vlo + vn)
-
-    mask = 1
-    while mask < fold.pof2:
-        mine_v, theirs = v & ~(mask - 1), (v ^ mask) & ~(mask - 1)
-        partner = fold.real(v ^ mask)
-        received = virtual_span(theirs, theirs + mask)
-        if copy is not None:
-            steps += _exchange_copying(mine, partner, received, partner, copy)
-            copy = None
-        else:
-            steps.append(_step("sendrecv", send=virtual_span(mine_v, mine_v + mask), dest=partner,
-                               recv=received, source=partner))
-        mask <<= 1
-    if r < 2 * fold.rem:
-        steps.append(_step("send", send=whole, dest=r - 1))
-    return steps
-
-
-# Note [Empty lanes]
-# ~~~~~~~~~~~~~~~~~~
-# An allreduce or reduce of no elements, and a reduce_scatter, gather,
-# allgather or alltoall whose every block is empty (x has no rows, or rows
-# of no elements), sends no message on the general path, whatever the
-# algorithm: Channel skips empty transfers, as MPI does for a count of 0.
-# Its lane is therefore the empty program: one tag taken, as the general
-# path takes, the empty result allocated, nothing sent. Without it such a
-# call cost 6-12 us in Python at p = 2 against native MPI's 1 us. Lanes
-# where only some blocks are empty (an alltoall of fewer rows than ranks)
-# are not made: the general path sends their non-empty messages.
-
-
-def _largest_message(steps) -> int:
-    """The largest message a StepLane program sends or receives."""
-    sizes = [n for kind, *rest in steps if kind != _mpicall.STEP["copy"]
-             for n in (rest[3], rest[7])]
-    return max(sizes, default=0)
-
-
-def _step(kind: str, send=None, dest: int = -1, recv=None, source: int = -1, copy=None) -> tuple:
-    """One step of a pycoll._mpicall.StepLane program; a span is (buffer
-    name, lo, hi) in bytes. A "copy" step copies *send* to *recv*."""
-    sb, slo, shi = send or ("x", 0, 0)
-    rb, rlo, rhi = recv or ("x", 0, 0)
-    cb, clo, _ = copy or ("x", 0, 0)
-    buffer = _mpicall.BUFFER
-    return (_mpicall.STEP[kind], dest, buffer[sb], slo, shi - slo, source, buffer[rb], rlo,
-            rhi - rlo, buffer[cb], clo)
-
-
-# Note [Solo lanes]
-# ~~~~~~~~~~~~~~~~~
-# On one rank every collective is a copy of x (a reduction of one operand;
-# AVG divides by 1), and the general path spent 5-13 us of Python on it
-# where MPI takes well under one. So at p = 1 the lanes take these calls
-# too: allreduce, reduce and reduce_scatter as an allreduce lane without
-# steps (its result is a copy of x), gather, allgather, alltoall and
-# scatter as a StepLane of one copy (no step for no data). Frameworks run
-# at world size 1 for tests and debugging.
-
-def _solo_lane(c, collective: str, plan, x):
-    """The lane of a gather, allgather, alltoall or scatter at p = 1: the
-    result, a copy of x (Note [Solo lanes])."""
-    n = x.nbytes
-    steps = [_step("copy", send=("x", 0, n), recv=("out", 0, n))] if n else []
-    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, n, n, 0, True,
-                             collective=collective, algorithm=plan.algorithm)
-
-
-def _lane_made(c, key: tuple, make) -> bool:
-    """After a lane entry of pycoll._mpicall answered NOT_TAKEN: whether it
-    had no lane for this call signature (*key*) and make() has just made
-    one (on the signature's first call), so that the caller tries the entry
-    again."""
-    if c.transport is None or c._progress._pending:
-        return False
-    try:
-        if key in c._plans:
-            return False                    # a signature without a lane, or a call it refused
-    except TypeError:
-        return False                        # an unhashable argument: the general path says why
-    return _cached_lane(c, key, make) is not None
-
-
 def _allgather_lane(c, x, algorithm, out, timeout):
     """A plain allgather of a numpy array on its lane: the result, or
     NOT_TAKEN (nothing sent) for any call the lane does not take."""
     result = _mpicall.allgather(c, x, algorithm, out, timeout)
-    if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lane_made(
+    if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
             c, ("allgather-lane", x.dtype, x.shape, algorithm),
-            lambda: _make_allgather_lane(c, x, algorithm)):
+            lambda: _lanes.make_allgather(c, x, algorithm)):
         result = _mpicall.allgather(c, x, algorithm, out, timeout)
     return result
-
-
-def _make_allgather_lane(c, x, algorithm):
-    """The lane of this signature, or None when the call must take the
-    general path (which also reports whatever is wrong with it)."""
-    try:
-        plan = _plan(c, ("allgather", x.dtype, x.shape, algorithm, None),
-                     lambda: _gather_args("allgather", c, x, algorithm, None))
-    except (TypeError, ValueError):
-        return None
-    counts, p = plan.args.counts, c.size
-    if x.dtype != plan.args.dtype.numpy:
-        return None
-    if p == 1:
-        return _solo_lane(c, "allgather", plan, x)
-    if max(counts) == 0:
-        steps = []                          # Note [Empty lanes]
-    elif min(counts) == 0:
-        return None
-    elif plan.algorithm == "ring":
-        steps = _allgather_ring_program(p, c.rank, counts)
-    elif plan.algorithm == "recursive_doubling":
-        steps = _allgather_rd_program(p, c.rank, counts)
-    else:
-        return None
-    if len(steps) > _mpicall.MAX_LANE_STEPS \
-            or _largest_message(steps) > min(plan.channel.segment, LANE_MAX_BYTES):
-        return None
-    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, counts[c.rank],
-                             sum(counts), 0, True, collective="allgather",
-                             algorithm=plan.algorithm)
-
-
-# ---------------------------------------------------------------------------
-# Lanes of gather and scatter: a repeated, plain call of one signature whose
-# every message fits in one segment runs its algorithm's messages as C calls
-# (pycoll/_mpicall.pyx), without the general path's Python (10-25 us of
-# it at 8 B, p = 2). The messages, tags and their order are those of the
-# general path (gather_linear/gather_binomial, scatter_linear/
-# scatter_binomial and the header), so ranks taking either path meet.
-
-
-class _RootedLane:
-    """The byte spans a gather or scatter moves at this rank, for its
-    plan's algorithm: with *buffer*, this rank's block goes to or comes
-    from buffer[own] and the children's subtrees are buffer[lo:hi] from or
-    to their ranks; *up* is (parent rank, lo, hi) or None at the root; a
-    rank without children sends or receives its block alone. The root's
-    buffer is laid out by rank when *rotate* is 0, else relative to the
-    root (rank order rotated by *rotate* bytes)."""
-
-    __slots__ = ("shape", "total", "own", "up", "children", "rotate")
-
-    def __init__(self, c, plan, shape: tuple):
-        p, r, root, counts = c.size, c.rank, plan.args.root, plan.args.counts
-        self.shape, self.total, self.rotate = shape, sum(counts), 0
-        if plan.algorithm == "linear":
-            displs = blocks_from_counts(counts)
-            lo, n = displs[r]
-            self.own = (lo, lo + n)
-            self.up = None if r == root else (root, lo, lo + n)
-            self.children = [] if r != root else [
-                (i, displs[i][0], displs[i][0] + displs[i][1]) for i in range(p) if i != root]
-            return
-        rel = (r - root) % p
-        blocks = blocks_from_counts([counts[(i + root) % p] for i in range(p)])
-        parent, end, children = binomial_subtree(rel, p)
-        self.own = (blocks[rel][0], blocks[rel][0] + blocks[rel][1])
-        self.up = None if parent is None else (
-            (parent + root) % p, blocks[rel][0], blocks[end - 1][0] + blocks[end - 1][1])
-        self.children = [((first + root) % p, blocks[first][0],
-                          blocks[last - 1][0] + blocks[last - 1][1]) for first, last in children]
-        if r == root:
-            self.rotate = sum(counts[:root])
-
-    @staticmethod
-    def fits(c, plan) -> bool:
-        """Whether every message is one whole segment's C call: p >= 2,
-        every block non-empty (the general path sends no empty message)
-        and the whole vector within a segment."""
-        counts = plan.args.counts
-        return (c.size >= 2 and min(counts) > 0
-                and sum(counts) <= min(plan.channel.segment, LANE_MAX_BYTES))
-
-    def gather_steps(self) -> list:
-        """A gather's steps at this rank (pycoll._mpicall.StepLane): the
-        root's out filled with every rank's x, in rank order; a rank with
-        children gathers its subtree in work (the root of a tree in rank
-        order straight in out), then sends it up."""
-        lo, hi = self.own
-        x = ("x", 0, hi - lo)
-        if not self.children:
-            return [_step("send", send=x, dest=self.up[0])]
-        buf = "out" if self.rotate == 0 and self.up is None else "work"
-        steps = [_step("copy", send=x, recv=(buf, lo, hi))]
-        steps += [_step("recv", recv=(buf, clo, chi), source=rank) for rank, clo, chi in self.children]
-        if self.up is not None:
-            dest, ulo, uhi = self.up
-            steps.append(_step("send", send=(buf, ulo, uhi), dest=dest))
-        elif buf == "work":
-            split = self.rotate             # relative order back to rank order
-            tail = self.total - split
-            steps += [_step("copy", send=("work", 0, tail), recv=("out", split, self.total)),
-                      _step("copy", send=("work", tail, self.total), recv=("out", 0, split))]
-        return steps
-
-    def scatter_steps(self) -> list:
-        """A scatter's data steps at this rank (pycoll._mpicall.StepLane),
-        after the header: the root sends each child its subtree's blocks
-        from x (rotated into work first when the tree is not in rank order),
-        largest subtree first; a rank with children receives its subtree in
-        work and passes theirs on; every rank's own block ends in out."""
-        lo, hi = self.own
-        if self.up is None:
-            buf, steps = "x", []
-            if self.rotate:
-                split, tail = self.rotate, self.total - self.rotate
-                buf = "work"
-                steps += [_step("copy", send=("x", split, self.total), recv=("work", 0, tail)),
-                          _step("copy", send=("x", 0, split), recv=("work", tail, self.total))]
-        elif not self.children:
-            return [_step("recv", recv=("out", 0, hi - lo), source=self.up[0])]
-        else:
-            source, ulo, uhi = self.up
-            buf, steps = "work", [_step("recv", recv=("work", ulo, uhi), source=source)]
-        steps += [_step("send", send=(buf, clo, chi), dest=rank)
-                  for rank, clo, chi in reversed(self.children)]
-        return steps + [_step("copy", send=(buf, lo, hi), recv=("out", 0, hi - lo))]
 
 
 def _gather_lane(c, x, root, algorithm, out, timeout):
@@ -957,40 +644,11 @@ def _gather_lane(c, x, root, algorithm, out, timeout):
     None elsewhere; NOT_TAKEN (nothing sent) for any call the lane does not
     take."""
     result = _mpicall.gather(c, x, root, algorithm, out, timeout)
-    if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lane_made(
+    if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
             c, ("gather-lane", x.dtype, x.shape, root, algorithm),
-            lambda: _make_gather_lane(c, x, root, algorithm)):
+            lambda: _lanes.make_gather(c, x, root, algorithm)):
         result = _mpicall.gather(c, x, root, algorithm, out, timeout)
     return result
-
-
-def _make_gather_lane(c, x, root, algorithm):
-    """The lane of this signature, or None when the call must take the
-    general path (which also reports whatever is wrong with it)."""
-    try:
-        r = _check_root(root, c.size)
-        plan = _plan(c, ("gather", x.dtype, x.shape, root, algorithm, None),
-                     lambda: _gather_args("gather", c, x, algorithm, None, root=r))
-    except (TypeError, ValueError):
-        return None
-    if r != root or x.dtype != plan.args.dtype.numpy:
-        return None
-    if c.size == 1:
-        return _solo_lane(c, "gather", plan, x)
-    if max(plan.args.counts) == 0:                          # Note [Empty lanes]
-        return _mpicall.StepLane(c, c.transport, [], plan.args.shape, x.dtype, 0, 0, 0,
-                                 c.rank == r, collective="gather", algorithm=plan.algorithm)
-    if not _RootedLane.fits(c, plan):
-        return None
-    lane = _RootedLane(c, plan, plan.args.shape)
-    steps = lane.gather_steps()
-    if len(steps) > _mpicall.MAX_LANE_STEPS:
-        return None
-    # Work where the rank forwards its subtree or the root reorders.
-    work = lane.total if lane.children and (lane.up is not None or lane.rotate) else 0
-    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype,
-                             lane.own[1] - lane.own[0], lane.total, work, lane.up is None,
-                             collective="gather", algorithm=plan.algorithm)
 
 
 def _scatter_lane(c, x, root, algorithm, out, timeout):
@@ -1003,32 +661,14 @@ def _scatter_lane(c, x, root, algorithm, out, timeout):
     if result is not _mpicall.NOT_TAKEN:
         return result
     if c.rank == root:
-        made = type(x) is np.ndarray and _lane_made(
+        ready = type(x) is np.ndarray and _lanes.made(
             c, ("scatter-lane-root", x.dtype, x.shape, root, algorithm),
-            lambda: _make_scatter_root(c, x, root, algorithm))
+            lambda: _lanes.make_scatter_root(c, x, root, algorithm, _scatter_data))
     else:
-        made = _lane_made(c, ("scatter-header", root, algorithm),
-                          lambda: _make_scatter_receiver(c, root, algorithm))
-    return _mpicall.scatter(c, x, root, algorithm, out, timeout) if made else result
-
-
-def _make_scatter_receiver(c, root, algorithm):
-    """A non-root's header lane (pycoll._mpicall.ScatterReceiver) for
-    scatters from *root*, or None."""
-    try:
-        r = _check_root(root, c.size)
-        alg = _check_algorithm("scatter", algorithm)
-    except (TypeError, ValueError):
-        return None
-    if r != root or r == c.rank:
-        return None
-    parent, children = binomial_edges(r, c.rank, c.size)
-    receiver = _mpicall.ScatterReceiver(
-        c, c.transport, parent, children,
-        lambda message, out, tag, deadline:
-        _scatter_receive(c, receiver, r, alg, message, out, tag, deadline or None),
-        WORD_BYTES + INLINE_BYTES, HEADER_INLINE)
-    return receiver
+        ready = _lanes.made(c, ("scatter-header", root, algorithm),
+                            lambda: _lanes.make_scatter_receiver(c, root, algorithm,
+                                                                 _scatter_receive))
+    return _mpicall.scatter(c, x, root, algorithm, out, timeout) if ready else result
 
 
 def _scatter_receive(c, receiver, root, algorithm, message, out, tag, deadline):
@@ -1042,117 +682,20 @@ def _scatter_receive(c, receiver, root, algorithm, message, out, tag, deadline):
     if word[0] == HEADER_INLINE:
         receiver.expect(word.tobytes(), _cached_lane(
             c, ("scatter-lane", root, algorithm, word.tobytes()),
-            lambda: _make_scatter_data(c, word, root, algorithm)))
+            lambda: _lanes.make_scatter_data(c, word, root, algorithm)))
         channel = Channel(c, tag)
         channel.begin(deadline, "scatter", "header", 1)
         own = _header.scatter_forward(c, root, dtype, shape, word, message[WORD_BYTES:], channel)
         return _scatter_own(c, root, algorithm, dtype, shape, own, out)
     if word[0] == HEADER_OK:
         lane = _cached_lane(c, ("scatter-lane", root, algorithm, word.tobytes()),
-                            lambda: _make_scatter_data(c, word, root, algorithm))
+                            lambda: _lanes.make_scatter_data(c, word, root, algorithm))
         receiver.expect(word.tobytes(), lane)
         if lane is not None:
             result = lane.run(None, out, deadline or 0.0)
             if result is not _mpicall.NOT_TAKEN:
                 return result
     return _scatter_data(c, root, algorithm, dtype, shape, None, out, deadline)
-
-
-def _make_scatter_data(c, word, root, algorithm):
-    """A receiver's data lane of the signature a header word names, or None."""
-    dtype, shape = _header.read(c, root, None, word)
-    plan = _plan(c, ("scatter", dtype.name, shape, root, algorithm),
-                 lambda: _scatter_args(c, dtype, shape, root, algorithm))
-    if word[0] == HEADER_INLINE:
-        return _inline_scatter_lane(c, plan, dtype.numpy, None)
-    if not _RootedLane.fits(c, plan):
-        return None
-    return _scatter_step_lane(c, plan, dtype.numpy)
-
-
-def _inline_scatter_lane(c, plan, dtype, word):
-    """This rank's part of an inline scatter (Note [Inline scatter] in
-    _header.py) as a StepLane: on the root (*word* given) x is the caller's
-    array, in rank order; elsewhere x is the received message, the word then
-    the blocks. Each child's message is put together in work (the word,
-    then its subtree's blocks) and sent; this rank's block is copied to out."""
-    p, r, root, counts = c.size, c.rank, plan.args.root, plan.args.counts
-    own, kids, sub = _header.inline_scatter_spans(p, r, root, counts)
-    total, split = sum(counts), sum(counts[:root])
-
-    def pieces(lo, hi):
-        """Where blocks[lo:hi] lie in x: after the word, or (the root)
-        rotated back to rank order."""
-        if word is None:
-            return [(WORD_BYTES + lo, WORD_BYTES + hi)] if hi > lo else []
-        lo, hi = lo + split, hi + split         # past total: wrapped round to 0
-        spans = [(lo, min(hi, total)), (max(lo, total) - total, hi - total)]
-        return [(a, b) for a, b in spans if b > a]
-
-    head = ("word", 0, WORD_BYTES) if word is not None else ("x", 0, WORD_BYTES)
-    steps, at = [], 0
-    for child, lo, hi in kids:
-        steps.append(_step("copy", send=head, recv=("work", at, at + WORD_BYTES)))
-        end = at + WORD_BYTES
-        for a, b in pieces(lo, hi):
-            steps.append(_step("copy", send=("x", a, b), recv=("work", end, end + b - a)))
-            end += b - a
-        steps.append(_step("send", send=("work", at, end), dest=child))
-        at = end
-    end = 0
-    for a, b in pieces(0, own):
-        steps.append(_step("copy", send=("x", a, b), recv=("out", end, end + b - a)))
-        end += b - a
-    if len(steps) > _mpicall.MAX_LANE_STEPS:
-        return None
-    xbytes = total if word is not None else WORD_BYTES + sub
-    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, dtype, xbytes, own, at,
-                             True, b"" if word is None else word.tobytes(), collective="scatter",
-                             algorithm=plan.algorithm)
-
-
-def _scatter_step_lane(c, plan, dtype):
-    lane = _RootedLane(c, plan, plan.args.shape)
-    steps = lane.scatter_steps()
-    if len(steps) > _mpicall.MAX_LANE_STEPS:
-        return None
-    root = lane.up is None
-    work = lane.total if (lane.rotate if root else lane.children) else 0
-    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, dtype,
-                             lane.total if root else 0, lane.own[1] - lane.own[0], work, True,
-                             collective="scatter", algorithm=plan.algorithm)
-
-
-def _make_scatter_root(c, x, root, algorithm):
-    """The root's lane (pycoll._mpicall.ScatterRoot): the header word to its
-    children in the header's tree, then the data lane; None when the call
-    must take the general path (which also reports whatever is wrong)."""
-    checked = _root_lane_args(c, "scatter", x, root, algorithm)
-    if checked is None or not 1 <= x.ndim <= SHORT_DIMS:
-        return None
-    r, alg, dtype = checked
-    if x.dtype != dtype.numpy:
-        return None
-    plan = _plan(c, ("scatter", dtype.name, x.shape, r, alg),
-                 lambda: _scatter_args(c, dtype, x.shape, r, alg))
-    children = binomial_edges(r, c.rank, c.size)[1]
-    word = _header.make_word(dtype, x.shape)
-    if c.size == 1:
-        return _mpicall.ScatterRoot(c, c.transport, word.view(np.uint8), children,
-                                    _solo_lane(c, "scatter", plan, x), None, True)
-    if _header.inline_scatter(c, plan):
-        word[0] = HEADER_INLINE
-        data = _inline_scatter_lane(c, plan, x.dtype, word)
-        return None if data is None else _mpicall.ScatterRoot(
-            c, c.transport, word.view(np.uint8), children, data, None, True)
-    data = _scatter_step_lane(c, plan, x.dtype) if _RootedLane.fits(c, plan) else None
-    if data is None:
-        return None
-
-    def rest(x, out, deadline):             # the data lane declined out: the general path's data phase
-        msg = _message.message(x)
-        return _scatter_data(c, r, alg, msg.dtype, msg.shape, msg, out, deadline or None)
-    return _mpicall.ScatterRoot(c, c.transport, word.view(np.uint8), children, data, rest)
 
 
 def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_op=False,
@@ -1367,9 +910,9 @@ def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=N
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if not async_op and c._lane_ready:
         result = _mpicall.alltoall(c, x, algorithm, out, timeout)
-        if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lane_made(
+        if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
                 c, ("alltoall-lane", x.dtype, x.shape, algorithm),
-                lambda: _make_alltoall_lane(c, x, algorithm)):
+                lambda: _lanes.make_alltoall(c, x, algorithm)):
             result = _mpicall.alltoall(c, x, algorithm, out, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
@@ -1390,44 +933,6 @@ def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=N
         return {"collective": "alltoall", "dtype": xa.dtype, "shape": xa.shape,
                 "algorithm": algorithm}, run
     return _call(c, "alltoall", async_op, timeout, prepare)
-
-
-def _make_alltoall_lane(c, x, algorithm):
-    """The lane (pycoll._mpicall.StepLane) of a pairwise alltoall whose
-    every block is one non-empty message, or None (the general path takes
-    the call, and reports whatever is wrong with it)."""
-    try:
-        plan = _plan(c, ("alltoall", x.dtype, x.shape, algorithm),
-                     lambda: _alltoall_args(c, x, algorithm))
-    except (TypeError, ValueError):
-        return None
-    counts = plan.args.counts
-    if plan.algorithm != "pairwise" or c.size > _mpicall.MAX_LANE_STEPS \
-            or x.dtype != plan.args.dtype.numpy:
-        return None
-    if c.size == 1:
-        return _solo_lane(c, "alltoall", plan, x)
-    if max(counts) == 0:                    # Note [Empty lanes]
-        return _mpicall.StepLane(c, c.transport, [], plan.args.shape, x.dtype, 0, 0, 0, True,
-                                 collective="alltoall", algorithm=plan.algorithm)
-    if min(counts) == 0 or max(counts) > min(plan.channel.segment, LANE_MAX_BYTES):
-        return None
-    return _mpicall.StepLane(c, c.transport, _alltoall_program(c.size, c.rank, counts),
-                             plan.args.shape, x.dtype, sum(counts), counts[c.rank] * c.size, 0,
-                             True, collective="alltoall", algorithm=plan.algorithm)
-
-
-def _alltoall_program(p: int, r: int, counts) -> list:
-    """Rank r's steps of alltoall_pairwise.run: its own block copied into
-    place, then at step k block r + k sent while r - k's arrives."""
-    send = [(lo, lo + n) for lo, n in blocks_from_counts(counts)]
-    mine = counts[r]                        # every rank's block for r has this size
-    steps = [_step("copy", send=("x", *send[r]), recv=("out", r * mine, (r + 1) * mine))]
-    for k in range(1, p):
-        dest, source = (r + k) % p, (r - k) % p
-        steps.append(_step("sendrecv", send=("x", *send[dest]), dest=dest,
-                           recv=("out", source * mine, (source + 1) * mine), source=source))
-    return steps
 
 
 def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accumulate=None,
@@ -1473,28 +978,12 @@ def barrier(comm=None, async_op=False, timeout=None):
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if not async_op and c._lane_ready:
         done = _mpicall.barrier(c, timeout)
-        if done is _mpicall.NOT_TAKEN and _lane_made(c, ("barrier-lane",),
-                                                     lambda: _make_barrier_lane(c)):
+        if done is _mpicall.NOT_TAKEN and _lanes.made(c, ("barrier-lane",),
+                                                     lambda: _lanes.make_barrier(c)):
             done = _mpicall.barrier(c, timeout)
         if done is not _mpicall.NOT_TAKEN:
             return done
     return _barrier(c, async_op, timeout)
-
-
-def _make_barrier_lane(c):
-    """The dissemination barrier's rounds (barrier_dissemination.run) as a
-    StepLane: in round k a message of 0 bytes to rank r + 2^k and one from
-    r - 2^k, on the call's tag; no rounds at p = 1."""
-    p, r = c.size, c.rank
-    steps, d = [], 1
-    while d < p:
-        steps.append(_step("sendrecv", send=("word", 0, 0), dest=(r + d) % p,
-                           recv=("word", 0, 0), source=(r - d) % p))
-        d <<= 1
-    if len(steps) > _mpicall.MAX_LANE_STEPS:
-        return None
-    return _mpicall.StepLane(c, c.transport, steps, (0,), np.dtype(np.uint8), 0, 0, 0, False,
-                             collective="barrier", algorithm="dissemination")
 
 
 def _barrier(c, async_op, timeout):

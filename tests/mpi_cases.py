@@ -769,7 +769,7 @@ def deadline_lane_cases(run):
 
 
 def barrier_lane_cases(run):
-    """The barrier's lane (pycoll/api.py _make_barrier_lane): once made, no
+    """The barrier's lane (pycoll/_lanes.py make_barrier): once made, no
     call reaches the general path, with or without a timeout; it meets an
     async barrier (the general path, on the progress thread) on another
     rank; and it waits for the last rank to arrive."""
@@ -806,7 +806,7 @@ def barrier_lane_cases(run):
 
 
 def solo_lane_cases(run):
-    """At p = 1 every collective's lane gives back a copy of x (pycoll/api.py,
+    """At p = 1 every collective's lane gives back a copy of x (pycoll/_lanes.py,
     Note [Solo lanes]): once the lanes exist no call reaches the general
     path, with or without a timeout, out= or AVG."""
     import pycoll.api
@@ -848,7 +848,7 @@ def solo_lane_cases(run):
 
 def empty_lane_cases(run):
     """Gather, allgather and alltoall of empty blocks (no rows, or rows of
-    no elements) on their empty lanes (pycoll/api.py, Note [Empty lanes]):
+    no elements) on their empty lanes (pycoll/_lanes.py, Note [Empty lanes]):
     the right shape and dtype, a given out returned, and odd ranks passing
     a timeout in the same calls (their lanes keep a deadline), their tags
     still in step."""
@@ -902,7 +902,7 @@ def empty_lane_cases(run):
 
 
 def alltoall_lane_cases(run):
-    """The alltoall lane (pycoll/api.py _make_alltoall_lane) beside the
+    """The alltoall lane (pycoll/_lanes.py make_alltoall) beside the
     general path: even and uneven blocks (np.array_split), a given out,
     and ranks on the general path (a strided x, an out that overlaps x,
     an empty block) meeting the others on the same messages."""
@@ -1051,7 +1051,7 @@ def one_plan_per_algorithm_cases(run):
 
 def lanes_were_taken(run, kinds: tuple, label: str) -> None:
     """A lane of one of *kinds* was made whenever the transport makes lanes
-    possible (at every p: pycoll/api.py, Note [Solo lanes]), and the tags
+    possible (at every p: pycoll/_lanes.py, Note [Solo lanes]), and the tags
     of both paths still agree."""
     comm, p, r = run.comm, run.p, run.r
     lanes = sum(1 for k, v in comm._plans.items() if k[0] in kinds and v is not None)
@@ -1062,7 +1062,7 @@ def lanes_were_taken(run, kinds: tuple, label: str) -> None:
 
 
 def gather_lane_cases(run):
-    """The gather lane (pycoll/api.py _RootedLane) beside the general path,
+    """The gather lane (pycoll/_lanes.py _RootedLane) beside the general path,
     for every algorithm and several roots: some ranks pass a strided x, the
     root a strided out (both the general path) while the others take the
     lane, and they meet on the same messages; a given out is the result;
