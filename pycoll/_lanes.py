@@ -27,6 +27,71 @@ from pycoll.algorithms._shape import Fold, binomial_subtree, blocks_from_counts,
 from pycoll.algorithms.broadcast_binomial import binomial_edges
 
 
+def made(c, key: tuple, make) -> bool:
+    """After a lane entry of pycoll._mpicall answered NOT_TAKEN: whether it
+    had no lane for this call signature (*key*) and make() has just made
+    one (on the signature's first call), so that the caller tries the entry
+    again."""
+    if c.transport is None or c._progress._pending:
+        return False
+    try:
+        if key in c._plans:
+            return False                    # a signature without a lane, or a call it refused
+    except TypeError:
+        return False                        # an unhashable argument: the general path says why
+    return _cached_lane(c, key, make) is not None
+
+
+def _step(kind: str, send=None, dest: int = -1, recv=None, source: int = -1, copy=None) -> tuple:
+    """One step of a pycoll._mpicall.StepLane program; a span is (buffer
+    name, lo, hi) in bytes. A "copy" step copies *send* to *recv*."""
+    sb, slo, shi = send or ("x", 0, 0)
+    rb, rlo, rhi = recv or ("x", 0, 0)
+    cb, clo, _ = copy or ("x", 0, 0)
+    buffer = _mpicall.BUFFER
+    return (_mpicall.STEP[kind], dest, buffer[sb], slo, shi - slo, source, buffer[rb], rlo,
+            rhi - rlo, buffer[cb], clo)
+
+
+def _largest_message(steps) -> int:
+    """The largest message a StepLane program sends or receives."""
+    sizes = [n for kind, *rest in steps if kind != _mpicall.STEP["copy"]
+             for n in (rest[3], rest[7])]
+    return max(sizes, default=0)
+
+
+# Note [Empty lanes]
+# ~~~~~~~~~~~~~~~~~~
+# An allreduce or reduce of no elements, and a reduce_scatter, gather,
+# allgather or alltoall whose every block is empty (x has no rows, or rows
+# of no elements), sends no message on the general path, whatever the
+# algorithm: Channel skips empty transfers, as MPI does for a count of 0.
+# Its lane is therefore the empty program: one tag taken, as the general
+# path takes, the empty result allocated, nothing sent. Without it such a
+# call cost 6-12 us in Python at p = 2 against native MPI's 1 us. Lanes
+# where only some blocks are empty (an alltoall of fewer rows than ranks)
+# are not made: the general path sends their non-empty messages.
+
+
+# Note [Solo lanes]
+# ~~~~~~~~~~~~~~~~~
+# On one rank every collective is a copy of x (a reduction of one operand;
+# AVG divides by 1), and the general path spent 5-13 us of Python on it
+# where MPI takes well under one. So at p = 1 the lanes take these calls
+# too: allreduce, reduce and reduce_scatter as an allreduce lane without
+# steps (its result is a copy of x), gather, allgather, alltoall and
+# scatter as a StepLane of one copy (no step for no data). Frameworks run
+# at world size 1 for tests and debugging.
+
+def _solo_lane(c, collective: str, plan, x):
+    """The lane of a gather, allgather, alltoall or scatter at p = 1: the
+    result, a copy of x (Note [Solo lanes])."""
+    n = x.nbytes
+    steps = [_step("copy", send=("x", 0, n), recv=("out", 0, n))] if n else []
+    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, n, n, 0, True,
+                             collective=collective, algorithm=plan.algorithm)
+
+
 def _root_lane_args(c, collective: str, x, root, algorithm):
     """(root, algorithm, DType) of a root's call that a lane may take, or
     None when they are not plainly valid (the general path reports why)."""
@@ -37,6 +102,11 @@ def _root_lane_args(c, collective: str, x, root, algorithm):
     except (TypeError, ValueError):
         return None
     return (r, alg, dtype) if r == root else None
+
+
+# ---------------------------------------------------------------------------
+# The broadcast lane: the binomial tree's edges, one message each, the data
+# inside the header's message when it fits.
 
 
 def make_broadcast(c, x, root, algorithm, rest):
@@ -69,6 +139,7 @@ def make_broadcast(c, x, root, algorithm, rest):
                                   algorithm=plan.algorithm)
 
 
+# ---------------------------------------------------------------------------
 # The allgather lane: a repeated, plain allgather of one (dtype, shape,
 # algorithm) on the ring or recursive doubling, every message within a
 # segment, runs as a pycoll._mpicall.StepLane program made from the
@@ -76,6 +147,37 @@ def make_broadcast(c, x, root, algorithm, rest):
 # (about 10 us of it, a seventh of a 1 MiB allgather at p = 2 here). The
 # messages, tags and their order are those of allgather_ring.run and
 # allgather_recursive_doubling.run, so ranks taking either path meet.
+
+
+def make_allgather(c, x, algorithm):
+    """The lane of this signature, or None when the call must take the
+    general path (which also reports whatever is wrong with it)."""
+    try:
+        plan = _plan(c, ("allgather", x.dtype, x.shape, algorithm, None),
+                     lambda: _gather_args("allgather", c, x, algorithm, None))
+    except (TypeError, ValueError):
+        return None
+    counts, p = plan.args.counts, c.size
+    if x.dtype != plan.args.dtype.numpy:
+        return None
+    if p == 1:
+        return _solo_lane(c, "allgather", plan, x)
+    if max(counts) == 0:
+        steps = []                          # Note [Empty lanes]
+    elif min(counts) == 0:
+        return None
+    elif plan.algorithm == "ring":
+        steps = _allgather_ring_program(p, c.rank, counts)
+    elif plan.algorithm == "recursive_doubling":
+        steps = _allgather_rd_program(p, c.rank, counts)
+    else:
+        return None
+    if len(steps) > _mpicall.MAX_LANE_STEPS \
+            or _largest_message(steps) > min(plan.channel.segment, LANE_MAX_BYTES):
+        return None
+    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, counts[c.rank],
+                             sum(counts), 0, True, collective="allgather",
+                             algorithm=plan.algorithm)
 
 
 def _allgather_ring_program(p: int, r: int, counts) -> list:
@@ -137,102 +239,6 @@ def _allgather_rd_program(p: int, r: int, counts) -> list:
     if r < 2 * fold.rem:
         steps.append(_step("send", send=whole, dest=r - 1))
     return steps
-
-
-# Note [Empty lanes]
-# ~~~~~~~~~~~~~~~~~~
-# An allreduce or reduce of no elements, and a reduce_scatter, gather,
-# allgather or alltoall whose every block is empty (x has no rows, or rows
-# of no elements), sends no message on the general path, whatever the
-# algorithm: Channel skips empty transfers, as MPI does for a count of 0.
-# Its lane is therefore the empty program: one tag taken, as the general
-# path takes, the empty result allocated, nothing sent. Without it such a
-# call cost 6-12 us in Python at p = 2 against native MPI's 1 us. Lanes
-# where only some blocks are empty (an alltoall of fewer rows than ranks)
-# are not made: the general path sends their non-empty messages.
-
-
-def _largest_message(steps) -> int:
-    """The largest message a StepLane program sends or receives."""
-    sizes = [n for kind, *rest in steps if kind != _mpicall.STEP["copy"]
-             for n in (rest[3], rest[7])]
-    return max(sizes, default=0)
-
-
-def _step(kind: str, send=None, dest: int = -1, recv=None, source: int = -1, copy=None) -> tuple:
-    """One step of a pycoll._mpicall.StepLane program; a span is (buffer
-    name, lo, hi) in bytes. A "copy" step copies *send* to *recv*."""
-    sb, slo, shi = send or ("x", 0, 0)
-    rb, rlo, rhi = recv or ("x", 0, 0)
-    cb, clo, _ = copy or ("x", 0, 0)
-    buffer = _mpicall.BUFFER
-    return (_mpicall.STEP[kind], dest, buffer[sb], slo, shi - slo, source, buffer[rb], rlo,
-            rhi - rlo, buffer[cb], clo)
-
-
-# Note [Solo lanes]
-# ~~~~~~~~~~~~~~~~~
-# On one rank every collective is a copy of x (a reduction of one operand;
-# AVG divides by 1), and the general path spent 5-13 us of Python on it
-# where MPI takes well under one. So at p = 1 the lanes take these calls
-# too: allreduce, reduce and reduce_scatter as an allreduce lane without
-# steps (its result is a copy of x), gather, allgather, alltoall and
-# scatter as a StepLane of one copy (no step for no data). Frameworks run
-# at world size 1 for tests and debugging.
-
-def _solo_lane(c, collective: str, plan, x):
-    """The lane of a gather, allgather, alltoall or scatter at p = 1: the
-    result, a copy of x (Note [Solo lanes])."""
-    n = x.nbytes
-    steps = [_step("copy", send=("x", 0, n), recv=("out", 0, n))] if n else []
-    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, n, n, 0, True,
-                             collective=collective, algorithm=plan.algorithm)
-
-
-def made(c, key: tuple, make) -> bool:
-    """After a lane entry of pycoll._mpicall answered NOT_TAKEN: whether it
-    had no lane for this call signature (*key*) and make() has just made
-    one (on the signature's first call), so that the caller tries the entry
-    again."""
-    if c.transport is None or c._progress._pending:
-        return False
-    try:
-        if key in c._plans:
-            return False                    # a signature without a lane, or a call it refused
-    except TypeError:
-        return False                        # an unhashable argument: the general path says why
-    return _cached_lane(c, key, make) is not None
-
-
-def make_allgather(c, x, algorithm):
-    """The lane of this signature, or None when the call must take the
-    general path (which also reports whatever is wrong with it)."""
-    try:
-        plan = _plan(c, ("allgather", x.dtype, x.shape, algorithm, None),
-                     lambda: _gather_args("allgather", c, x, algorithm, None))
-    except (TypeError, ValueError):
-        return None
-    counts, p = plan.args.counts, c.size
-    if x.dtype != plan.args.dtype.numpy:
-        return None
-    if p == 1:
-        return _solo_lane(c, "allgather", plan, x)
-    if max(counts) == 0:
-        steps = []                          # Note [Empty lanes]
-    elif min(counts) == 0:
-        return None
-    elif plan.algorithm == "ring":
-        steps = _allgather_ring_program(p, c.rank, counts)
-    elif plan.algorithm == "recursive_doubling":
-        steps = _allgather_rd_program(p, c.rank, counts)
-    else:
-        return None
-    if len(steps) > _mpicall.MAX_LANE_STEPS \
-            or _largest_message(steps) > min(plan.channel.segment, LANE_MAX_BYTES):
-        return None
-    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, counts[c.rank],
-                             sum(counts), 0, True, collective="allgather",
-                             algorithm=plan.algorithm)
 
 
 # ---------------------------------------------------------------------------
@@ -479,6 +485,10 @@ def make_scatter_root(c, x, root, algorithm, rest):
         msg = _message.message(x)
         return rest(c, r, alg, msg.dtype, msg.shape, msg, out, deadline or None)
     return _mpicall.ScatterRoot(c, c.transport, word.view(np.uint8), children, data, declined)
+
+
+# ---------------------------------------------------------------------------
+# The alltoall and barrier lanes.
 
 
 def make_alltoall(c, x, algorithm):
