@@ -1,0 +1,172 @@
+"""The StepLane programs of pycoll/_lanes.py, run by a simulator instead of
+MPI: every rank's program, for every p from 2 to 12 and every root, must pair
+each send with a receive of the same size, finish when every message is a
+rendezvous (a send completes only once its receive is posted, as MPI's
+large messages do), and leave every rank with the collective's result.
+
+The MPI grid (mpi_cases.py) runs the lanes themselves, at a few p and with
+messages small enough to leave eagerly; this covers every p and root, and
+the order of messages that only the rendezvous protocol would punish.
+"""
+import itertools
+import random
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from pycoll import _lanes, _mpicall
+
+KIND = {code: name for name, code in _mpicall.STEP.items()}
+BUFFER = {code: name for name, code in _mpicall.BUFFER.items()}
+PS = range(2, 13)                           # at p = 1 every lane is a copy (Note [Solo lanes])
+
+
+def run(programs, buffers):
+    """Run every rank's steps with rendezvous messages: a send and its
+    receive complete together, once both are posted, and a step completes
+    when all its messages have. Each rank posts one step at a time, so
+    messages between two ranks match in order. Returns the buffers; fails
+    on a size mismatch or a deadlock."""
+    p = len(programs)
+    pc = [0] * p
+    pending = [set() for _ in range(p)]     # "send" / "recv": the current step's messages not yet matched
+
+    def span(r, buf, lo, n):
+        return buffers[r][BUFFER[buf]][lo:lo + n]
+
+    def post(r):
+        """Start rank r's steps until one waits for a message."""
+        while pc[r] < len(programs[r]) and not pending[r]:
+            kind, dest, sb, so, sn, source, rb, ro, rn, cb, co = programs[r][pc[r]]
+            kind = KIND[kind]
+            if kind == "copy":
+                assert sn == rn
+                span(r, rb, ro, rn)[:] = span(r, sb, so, sn)
+                pc[r] += 1
+                continue
+            if kind == "sendrecv_copy":
+                span(r, cb, co, sn)[:] = span(r, sb, so, sn)
+            pending[r] = {"send"} if kind == "send" else {"recv"} if kind == "recv" else {"send", "recv"}
+
+    for r in range(p):
+        post(r)
+    while any(pending):
+        progress = False
+        for r in range(p):
+            if "recv" not in pending[r]:
+                continue
+            step = programs[r][pc[r]]
+            source, rb, ro, rn = step[5], step[6], step[7], step[8]
+            theirs = programs[source][pc[source]] if "send" in pending[source] else None
+            if theirs is None or theirs[1] != r:
+                continue                    # the sender has not posted its send to r
+            assert theirs[4] == rn, f"rank {source} sends {theirs[4]} bytes, rank {r} receives {rn}"
+            span(r, rb, ro, rn)[:] = span(source, theirs[2], theirs[3], theirs[4])
+            pending[r].discard("recv")
+            pending[source].discard("send")
+            progress = True
+        assert progress, f"deadlock: ranks at steps {pc} of {[len(prog) for prog in programs]}"
+        for r in range(p):
+            if not pending[r] and pc[r] < len(programs[r]):
+                pc[r] += 1
+                post(r)
+    assert pc == [len(prog) for prog in programs]
+    return buffers
+
+
+def rank_data(r: int, n: int) -> np.ndarray:
+    return (np.arange(n, dtype=np.int64) * 7 + 1000 * r + 1).astype(np.uint8)
+
+
+def comm(p, r):
+    return SimpleNamespace(size=p, rank=r)
+
+
+def uneven(p):
+    """Block sizes of np.array_split of 3p + 1 rows of 4 bytes."""
+    return tuple(4 * len(b) for b in np.array_split(np.arange(3 * p + 1), p))
+
+
+def count_sets(p):
+    rng = random.Random(p)
+    return [(4,) * p, uneven(p), tuple(rng.randint(1, 9) for _ in range(p))]
+
+
+@pytest.mark.parametrize("p", PS)
+@pytest.mark.parametrize("program", ["ring", "recursive_doubling"])
+def test_allgather_programs(p, program):
+    make = _lanes._allgather_ring_program if program == "ring" else _lanes._allgather_rd_program
+    for counts in count_sets(p):
+        total = sum(counts)
+        programs = [make(p, r, counts) for r in range(p)]
+        buffers = [{"x": rank_data(r, counts[r]), "out": np.zeros(total, np.uint8)}
+                   for r in range(p)]
+        run(programs, buffers)
+        expected = np.concatenate([rank_data(r, counts[r]) for r in range(p)])
+        for r in range(p):
+            np.testing.assert_array_equal(buffers[r]["out"], expected, err_msg=f"rank {r}, {counts}")
+
+
+@pytest.mark.parametrize("p", PS)
+def test_alltoall_program(p):
+    for rows in (1, 2, 5):
+        counts = tuple(4 * len(b) for b in np.array_split(np.arange(rows * p), p))
+        if min(counts) == 0:
+            continue
+        mine = [rank_data(r, sum(counts)) for r in range(p)]
+        programs = [_lanes._alltoall_program(p, r, counts) for r in range(p)]
+        buffers = [{"x": mine[r], "out": np.zeros(counts[r] * p, np.uint8)} for r in range(p)]
+        run(programs, buffers)
+        starts = np.cumsum((0,) + counts)
+        for r in range(p):
+            expected = np.concatenate([mine[s][starts[r]:starts[r + 1]] for s in range(p)])
+            np.testing.assert_array_equal(buffers[r]["out"], expected)
+
+
+def rooted(p, root, counts, algorithm):
+    plan = SimpleNamespace(algorithm=algorithm, args=SimpleNamespace(root=root, counts=counts))
+    return [_lanes._RootedLane(comm(p, r), plan, ()) for r in range(p)]
+
+
+@pytest.mark.parametrize("p", PS)
+@pytest.mark.parametrize("algorithm", ["binomial", "linear"])
+def test_gather_and_scatter_programs(p, algorithm):
+    for counts, root in itertools.product(count_sets(p), range(p)):
+        lanes = rooted(p, root, counts, algorithm)
+        total = sum(counts)
+        blocks = [rank_data(r, counts[r]) for r in range(p)]
+        whole = np.concatenate(blocks)
+
+        buffers = [{"x": blocks[r], "out": np.zeros(total, np.uint8),
+                    "work": np.zeros(total, np.uint8)} for r in range(p)]
+        run([lane.gather_steps() for lane in lanes], buffers)
+        np.testing.assert_array_equal(buffers[root]["out"], whole,
+                                      err_msg=f"gather to {root}, {counts}")
+
+        buffers = [{"x": whole if r == root else np.zeros(0, np.uint8),
+                    "out": np.zeros(counts[r], np.uint8),
+                    "work": np.zeros(total, np.uint8)} for r in range(p)]
+        run([lane.scatter_steps() for lane in lanes], buffers)
+        for r in range(p):
+            np.testing.assert_array_equal(buffers[r]["out"], blocks[r],
+                                          err_msg=f"scatter from {root} to {r}, {counts}")
+
+
+def test_the_simulator_finds_a_deadlock():
+    """Two ranks that both send before receiving: eager MPI would let
+    them through, a rendezvous does not."""
+    step = _lanes._step
+    programs = [[step("send", send=("x", 0, 4), dest=1 - r), step("recv", recv=("out", 0, 4), source=1 - r)]
+                for r in range(2)]
+    buffers = [{"x": rank_data(r, 4), "out": np.zeros(4, np.uint8)} for r in range(2)]
+    with pytest.raises(AssertionError, match="deadlock"):
+        run(programs, buffers)
+
+
+def test_the_simulator_finds_a_size_mismatch():
+    step = _lanes._step
+    programs = [[step("send", send=("x", 0, 4), dest=1)], [step("recv", recv=("out", 0, 2), source=0)]]
+    buffers = [{"x": rank_data(0, 4)}, {"out": np.zeros(4, np.uint8)}]
+    with pytest.raises(AssertionError, match="sends 4 bytes, rank 1 receives 2"):
+        run(programs, buffers)
