@@ -530,16 +530,20 @@ def _alltoall_program(p: int, r: int, counts) -> list:
 
 
 def make_barrier(c):
-    """The dissemination barrier's rounds (barrier_dissemination.run) as a
-    StepLane: in round k a message of 0 bytes to rank r + 2^k and one from
-    r - 2^k, on the call's tag; no rounds at p = 1."""
-    p, r = c.size, c.rank
+    """The dissemination barrier as a StepLane (no rounds at p = 1)."""
+    steps = _barrier_program(c.size, c.rank)
+    if len(steps) > _mpicall.MAX_LANE_STEPS:
+        return None
+    return _mpicall.StepLane(c, c.transport, steps, (0,), np.dtype(np.uint8), 0, 0, 0, False,
+                             collective="barrier", algorithm="dissemination")
+
+
+def _barrier_program(p: int, r: int) -> list:
+    """Rank r's rounds of barrier_dissemination.run: in round k a message
+    of 0 bytes to rank r + 2^k and one from r - 2^k, on the call's tag."""
     steps, d = [], 1
     while d < p:
         steps.append(_step("sendrecv", send=("word", 0, 0), dest=(r + d) % p,
                            recv=("word", 0, 0), source=(r - d) % p))
         d <<= 1
-    if len(steps) > _mpicall.MAX_LANE_STEPS:
-        return None
-    return _mpicall.StepLane(c, c.transport, steps, (0,), np.dtype(np.uint8), 0, 0, 0, False,
-                             collective="barrier", algorithm="dissemination")
+    return steps

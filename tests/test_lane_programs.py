@@ -124,6 +124,22 @@ def test_alltoall_program(p):
             np.testing.assert_array_equal(buffers[r]["out"], expected)
 
 
+@pytest.mark.parametrize("p", PS)
+def test_barrier_program(p):
+    """Every round's messages meet, and no rank leaves before every rank has
+    entered: after the rounds, each rank has heard from all others, through
+    some chain of messages (tracked here as the set of ranks known)."""
+    programs = [_lanes._barrier_program(p, r) for r in range(p)]
+    assert all(len(prog) == (p - 1).bit_length() for prog in programs)
+    run(programs, [{"word": np.zeros(0, np.uint8)} for _ in range(p)])
+    known = [{r} for r in range(p)]
+    for k in range(len(programs[0])):
+        heard = [set(known[programs[r][k][5]]) for r in range(p)]
+        for r in range(p):
+            known[r] |= heard[r]
+    assert all(k == set(range(p)) for k in known)
+
+
 def rooted(p, root, counts, algorithm):
     plan = SimpleNamespace(algorithm=algorithm, args=SimpleNamespace(root=root, counts=counts))
     return [_lanes._RootedLane(comm(p, r), plan, ()) for r in range(p)]
