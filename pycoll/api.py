@@ -9,6 +9,9 @@ describes the call in a frozen ``CollArgs`` and selects the algorithm
 non-contiguous ``out``).
 A repeated call with the same dtype, shape and arguments skips straight to
 binding its buffers: at 8 bytes the Python around MPI is most of the time.
+A repeated plain call whose messages each fit a segment goes further: each
+entry point first tries the signature's lane, its messages as C calls
+(``_mpicall.pyx``), which ``_lanes.py`` makes on the signature's first call.
 
 Conventions shared by every collective (DESIGN.md, "Public API"):
 
