@@ -1042,16 +1042,17 @@ cdef class Lane(StagedSends):
 
 
 cdef class ReduceScatterLane(StagedSends):
-    """One reduce_scatter plan of the ring or of recursive halving, run in
-    C when every message is one segment. The messages, tags, operands and
-    their order are those of reduce_scatter_ring.run and
-    reduce_scatter_recursive_halving.run, so ranks taking either path meet
-    and agree bitwise.
+    """One reduce_scatter plan of the ring or of recursive halving, or
+    (*whole*) one allreduce plan of the ring, run in C when every message
+    is one segment. The messages, tags, operands and their order are those
+    of reduce_scatter_ring.run, reduce_scatter_recursive_halving.run and
+    allreduce_ring.run, so ranks taking either path meet and agree bitwise.
 
     Before and after, at rank r of p (blocks of np.array_split)::
 
         x:      this rank's whole vector      ->  unchanged
         result: -                             ->  block r of x_0 op ... op x_(p-1)
+                                                  (whole: all of it)
 
     The steps are the algorithm's schedule() (the form and its flags are
     in pycoll/algorithms/_schedule.py). A step sends a range of x or of
@@ -1060,18 +1061,20 @@ cdef class ReduceScatterLane(StagedSends):
     into the partial sums or the result. The ring's operand is always x's
     block; recursive halving's is the partial sums' after its first
     exchange, and a step that reduces them into themselves receives into
-    the "lane" scratch first.
+    the "lane" scratch first. An allreduce's partial sums are its result
+    (allreduce_ring.chunk_schedule), which may be x itself (in place):
+    then what arrives lands in the "lane" scratch too.
     """
 
     cdef Transport transport
     cdef CallResources calls
-    cdef object base, shape, dtype
+    cdef object base, shape, dtype, collective
     cdef readonly object algorithm
     cdef pycoll_binary_loop loop
     cdef int code, nsteps, divisor, stuck_peer, stuck_step
     cdef double deadline
     cdef Py_ssize_t nbytes, total, align, tempbytes, largest_send
-    cdef bint uses_partial
+    cdef bint uses_partial, whole
     cdef int dest[MAX_STEPS]
     cdef int source[MAX_STEPS]
     cdef int flags[MAX_STEPS]
@@ -1081,9 +1084,9 @@ cdef class ReduceScatterLane(StagedSends):
     cdef Py_ssize_t recv_n[MAX_STEPS]
 
     def __cinit__(self, base, Transport transport, steps, int op, int code, shape, dtype,
-                  Py_ssize_t total, int divisor, algorithm="ring"):
-        """*steps*: the algorithm's schedule(p, r, counts); *total*: the
-        bytes of x."""
+                  Py_ssize_t total, int divisor, algorithm="ring", bint whole=False):
+        """*steps*: the algorithm's schedule(p, r, counts), or (*whole*)
+        allreduce_ring.chunk_schedule; *total*: the bytes of x."""
         if len(steps) > MAX_STEPS:
             raise ValueError(f"a reduce_scatter of {len(steps)} steps does not fit the lane")
         self.loop = loop_for(op, code)
@@ -1091,7 +1094,8 @@ cdef class ReduceScatterLane(StagedSends):
             raise ValueError(f"no kernel for op {op}, dtype {code}")
         self.base, self.calls, self.transport = base, base._calls, transport
         self.code, self.shape, self.dtype = code, shape, dtype
-        self.algorithm, self.deadline = algorithm, 0.0
+        self.algorithm, self.deadline, self.whole = algorithm, 0.0, whole
+        self.collective = "allreduce" if whole else "reduce_scatter"
         self.divisor = divisor              # AVG: divide by p; 0: no division
         self.align = 8 if itemsize_of(code) == 16 else itemsize_of(code)
         self.nsteps = len(steps)
@@ -1101,13 +1105,17 @@ cdef class ReduceScatterLane(StagedSends):
             self.send_lo[i], self.send_n[i], self.recv_lo[i], self.recv_n[i] = slo, sn, rlo, rn
             if flags & (RS_SEND_PARTIAL | RS_MINE_PARTIAL | RS_COPY) or not flags & RS_INTO_RESULT:
                 self.uses_partial = True
-            if reduces_in_place(flags):
+            if reduces_in_place(flags) or whole and source >= 0 and not flags & RS_NO_REDUCE:
                 self.tempbytes = max(self.tempbytes, rn)
             if dest >= 0:
                 self.largest_send = max(self.largest_send, sn)
         self.total = total
-        # This rank's block; no steps: every block is empty (_lanes.py, Note [Empty lanes]).
-        self.nbytes = self.recv_n[self.nsteps - 1] if self.nsteps else 0
+        if whole:
+            self.uses_partial = False       # the partial sums are the result
+            self.nbytes = total
+        else:
+            # This rank's block; no steps: every block is empty (_lanes.py, Note [Empty lanes]).
+            self.nbytes = self.recv_n[self.nsteps - 1] if self.nsteps else 0
 
     cdef int execute(self, char *send, char *partial, char *result, char *temp, Stage *stage,
                      int tag) noexcept nogil:
@@ -1131,7 +1139,8 @@ cdef class ReduceScatterLane(StagedSends):
             mine = (partial if f & RS_MINE_PARTIAL else send) + self.recv_lo[i]
             rbuf = NULL
             if self.source[i] >= 0:
-                rbuf = temp if reduces_in_place(f) else into
+                # Apart from this rank's operand, what arrives lands in place.
+                rbuf = temp if into == mine and not f & RS_NO_REDUCE else into
             if self.deadline > 0:
                 rc = transfer_by(sbuf, <int>self.send_n[i], self.dest[i], rbuf,
                                  <int>self.recv_n[i], self.source[i], tag, comm,
@@ -1168,11 +1177,13 @@ cdef class ReduceScatterLane(StagedSends):
         cdef Stage st
         result = lane_output(out, self.shape, self.dtype)
         if result is NOT_TAKEN or not take_operands(&o, x, True, self.total, result,
-                                                    self.align, False):
+                                                    self.align, self.whole):
             return None
         try:
             tag = self.calls.next_tag()
             partial = self.calls.borrow(SLOT_OUTPUT, self.total, &pp) if self.uses_partial else None
+            if self.whole:
+                pp = o.outp
             temp = self.calls.borrow(SLOT_LANE, self.tempbytes, &tp) if self.tempbytes else None
             stage_held = self.calls.stage(&self.ways, self.largest_send, &st)
             self.deadline = deadline
@@ -1186,9 +1197,9 @@ cdef class ReduceScatterLane(StagedSends):
         finally:
             release_operands(&o)
         if rc == TIMED_OUT:
-            raise timed_out(self.base, self.stuck_peer, "reduce_scatter", self.algorithm,
+            raise timed_out(self.base, self.stuck_peer, self.collective, self.algorithm,
                             self.stuck_step, self.nsteps, monotonic() - started)
-        check(rc, "the reduce_scatter lane")
+        check(rc, f"the {self.collective} lane")
         return result
 
 
@@ -1773,6 +1784,8 @@ def allreduce(comm, x, op, algorithm, out, accumulate, timeout=None):
     lane = plan.lane
     if lane is None:
         return None
+    if type(lane) is ReduceScatterLane:     # the ring (allreduce_ring.chunk_schedule)
+        return (<ReduceScatterLane>lane).run(x, out, lane_deadline(comm, timeout))
     result = (<Lane>lane).call(x, out, lane_deadline(comm, timeout))
     return None if result is NOT_TAKEN else result
 

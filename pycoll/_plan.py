@@ -119,6 +119,8 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
         return None
     if args.n == 0 or comm.size == 1 and args.n <= segment:
         steps = []                          # Note [Empty lanes]; Note [Solo lanes] in _lanes.py
+    elif hasattr(module, "chunk_schedule"):
+        return _ring_allreduce_lane(comm, args, algorithm, module, segment)
     elif not args.n <= segment or not hasattr(module, "schedule"):
         return None
     elif args.collective == "reduce":
@@ -130,6 +132,25 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
                          comm.size if args.op is Op.AVG else 0,
                          args.collective == "allreduce" or comm.rank == args.root,
                          args.collective, algorithm)
+
+
+def _ring_allreduce_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
+    """An allreduce of the ring for _mpicall.ReduceScatterLane (whole), when
+    every chunk is non-empty and one segment, so that each of its messages
+    is one C call as on the general path (Channel.sendrecv_reduce and
+    sendrecv); else None. A rank in place receives into the lane's scratch,
+    as sendrecv_reduce does."""
+    p = comm.size
+    if p == 1:
+        return None                         # larger than a segment: the general path copies
+    steps = module.chunk_schedule(p, comm.rank, args.n, args.dtype.itemsize)
+    sizes = [n for step in steps for n in (step[2][1], step[3][1])]
+    if min(sizes) == 0 or max(sizes) > min(segment, LANE_MAX_BYTES) \
+            or len(steps) > _mpicall.MAX_LANE_STEPS:
+        return None
+    return _mpicall.ReduceScatterLane(comm, comm.transport, steps, args.op.kernel,
+                                      args.dtype.code, args.shape, args.dtype.numpy, args.n,
+                                      p if args.op is Op.AVG else 0, algorithm, whole=True)
 
 
 def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: int):

@@ -661,6 +661,7 @@ def group_lane(run):
     gather_lane_cases(run)
     scatter_lane_cases(run)
     reduce_scatter_lane_cases(run)
+    ring_allreduce_lane_cases(run)
     empty_lane_cases(run)
     deadline_lane_cases(run)
     solo_lane_cases(run)
@@ -1411,6 +1412,76 @@ def staging_data_movement(run):
                     assert np.array_equal(bits(x), bits(before)), f"{name}: x changed"
                 if collective != "gather" or r == root:
                     run.check(f"{name} staging {staging}", y, want)
+
+
+def ring_allreduce_lane_cases(run):
+    """The ring's allreduce lane (ReduceScatterLane, whole, in
+    pycoll/_mpicall.pyx) beside the general path: every (op, dtype) on
+    uneven chunks, out of place and in place; some ranks on the general
+    path (a strided out) while the others take the lane; the lane's bits
+    against the general path's with NaN payloads naming the rank; once
+    made, no call leaves the lane, with or without a timeout; and a vector
+    of fewer elements than ranks (an empty chunk: no lane)."""
+    import pycoll.api
+
+    comm, p, r = run.comm, run.p, run.r
+    rows = 2 * p + 1                               # uneven chunks
+    for op, dtype in reduction_pairs():
+        for repeat in range(4):
+            name = f"ring allreduce lane {op.value} {dtype} call {repeat}"
+            xs = [rank_data(dtype, (rows, 2), i, seed_of(name), op) for i in range(p)]
+            mine = xs[r].copy()
+            want = reduce_ranks(op, xs)
+            if repeat == 2 and r % 2 == 1:          # the general path: a strided out, written back
+                target = np.zeros((2 * rows, 2), want.dtype)
+                y = comm.allreduce(mine, op=op, algorithm="ring", out=target[::2])
+                assert not bits(target[1::2]).any(), name
+            elif repeat == 3:                       # in place
+                y = comm.allreduce(mine, op=op, algorithm="ring", out=mine)
+                assert y is mine, name
+            else:
+                y = comm.allreduce(mine, op=op, algorithm="ring")
+            run.check(name, y, want)
+            if repeat != 3:
+                assert np.array_equal(bits(mine), bits(xs[r])), f"{name}: x changed"
+    x = np.array([0, 1.5, -0.0, 2, np.nan] * p, np.float32)
+    bits(x)[0::5] = 0x7fc00000 | (r + 1)
+    for op in (Op.MAX, Op.SUM):
+        for _ in range(2):
+            lane = comm.allreduce(x, op=op, algorithm="ring")
+            general = pycoll.api._allreduce(comm, x, op, "ring", None, None)
+            assert bits(lane).tobytes() == bits(general).tobytes(), \
+                f"ring allreduce lane vs general path {op.value}"
+    small = np.arange(max(p - 1, 1), dtype=np.float64)
+    for _ in range(2):                              # an empty chunk at p > 1: the general path
+        run.check("ring allreduce, fewer elements than ranks",
+                  comm.allreduce(small, algorithm="ring"), small * p)
+    rings = [v.lane is not None for k, v in comm._plans.items()
+             if k[0] == "allreduce" and v.algorithm == "ring" and v.args.n <= 256
+             and v.args.n >= p * v.args.dtype.itemsize and v.args.dtype is v.args.result]
+    assert rings and all(rings) == (comm.transport is not None), (rings, p)  # p = 1: solo lanes
+    if comm.transport is None:
+        run.count += 1
+        return
+    general = pycoll.api._allreduce
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the ring left its allreduce lane")
+    for op, dtype in ((Op.SUM, "float64"), (Op.AVG, "bfloat16"), (Op.BXOR, "int16")):
+        for repeat in range(4):
+            name = f"ring allreduce lane kept {op.value} {dtype} call {repeat}"
+            xs = [rank_data(dtype, (p + 2,), i, seed_of(name), op) for i in range(p)]
+            mine = xs[r].copy()
+            timeout = {"timeout": 60.0} if (r + repeat) % 2 else {}
+            if repeat:
+                pycoll.api._allreduce = refuse
+            try:
+                y = comm.allreduce(mine, op=op, algorithm="ring",
+                                   out=mine if repeat == 3 else None, **timeout)
+            finally:
+                pycoll.api._allreduce = general
+            run.check(name, y, reduce_ranks(op, xs))
+    run.count += 1
 
 
 def reduce_scatter_lane_cases(run):

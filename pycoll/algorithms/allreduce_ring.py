@@ -24,6 +24,7 @@ the arrival of the next.
     bytes sent     2(p - 1)/p * n
     bytes reduced  (p - 1)/p * n
 """
+from pycoll.algorithms._schedule import RS_LEFT, RS_NO_REDUCE, RS_SEND_PARTIAL
 from pycoll.algorithms._shape import element_blocks
 
 
@@ -41,6 +42,21 @@ def bytes_on_wire(n, p):
 
 def reduce_bytes(n, p):
     return (p - 1) * n / p
+
+
+def chunk_schedule(p: int, r: int, nbytes: int, itemsize: int) -> tuple:
+    """run()'s messages for the C lane, in the reduce_scatter lane's form
+    (pycoll/algorithms/_schedule.py), the partial sums being the result:
+    p - 1 steps that send a chunk (x's own, then the partial sums') and
+    reduce the arriving one into the result, x's chunk the right operand;
+    then p - 1 steps of ring_allgather from chunk r + 1."""
+    chunks = element_blocks(nbytes, itemsize, p)
+    right, left = (r + 1) % p, (r - 1) % p
+    reduce_scatter = tuple((right, left, chunks[(r - s) % p], chunks[(r - s - 1) % p],
+                            RS_LEFT | (RS_SEND_PARTIAL if s else 0)) for s in range(p - 1))
+    allgather = tuple((right, left, chunks[(r + 1 - s) % p], chunks[(r - s) % p],
+                       RS_SEND_PARTIAL | RS_NO_REDUCE) for s in range(p - 1))
+    return reduce_scatter + allgather
 
 
 def run(t):
