@@ -109,9 +109,10 @@ PLAN_CACHE = 4096
 
 def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
     """The C lane of an allreduce or reduce plan (pycoll/_mpicall.pyx), when
-    the vector is one message of an algorithm written as a schedule; of a
-    reduce_scatter plan, when every message of its schedule is one segment
-    (_reduce_scatter_lane); else None."""
+    the vector is one message of an algorithm written as a schedule; of
+    the ring's allreduce, when every chunk is one segment
+    (_ring_allreduce_lane); of a reduce_scatter plan, when every message of
+    its schedule is one segment (_reduce_scatter_lane); else None."""
     if args.collective == "reduce_scatter":
         return _reduce_scatter_lane(comm, args, algorithm, module, segment)
     if (args.collective not in ("allreduce", "reduce") or comm.transport is None
