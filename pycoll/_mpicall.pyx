@@ -422,10 +422,11 @@ cdef enum:
     WAY_STREAM = 2              # from a copy with non-temporal stores
     NWAYS = 3
     WAY_AUTO = -1               # the mode: each lane times the ways and keeps the fastest
-    EXPLORE_EVERY = 32          # then every 32nd call tries one of the others, in turn
+    SETTLE_CALLS = 2 * NWAYS    # a lane's first calls: each way twice in a row
+    EXPLORE_EVERY = 32          # then every 32nd call and the next try one of the three, in turn
 WAYS = {"off": WAY_AS_IS, "copy": WAY_COPY, "stream": WAY_STREAM, "auto": WAY_AUTO}
 EXPLORE = EXPLORE_EVERY
-SETTLE = 2 * NWAYS              # a lane's first calls, which try each way twice
+SETTLE = SETTLE_CALLS           # a lane's first calls, which try each way twice
 cdef double EWMA = 0.25        # the weight of a call in its way's mean
 
 # Note [Choosing the way]
@@ -451,14 +452,39 @@ cdef double EWMA = 0.25        # the weight of a call in its way's mean
 # broadcast launches: 162-180 us at 1 MiB against native's 107-116.
 #
 # So no way is right everywhere, and each lane chooses by timing itself:
-# its first six calls take the three ways twice each, keeping each way's
-# fastest; from then on every call takes the way with the lowest mean time
-# (an exponential average of its calls) and every EXPLORE_EVERY-th call
-# one of the other two in turn, whose time replaces that way's mean: so
-# the choice follows the host from one mode to the other within a few
-# explorations. Each rank chooses alone: the messages are the same bytes
-# whichever way they leave, so ranks need not agree. The general path
-# times each staged blocking send the same way, one WayChooser per plan.
+# its first six calls take each of the three ways twice in a row, keeping
+# each way's time; from then on every call takes the way with the lowest
+# mean time (an exponential average of its calls), and every
+# EXPLORE_EVERY-th call and the one after it take the next of the three
+# in turn, whose time replaces that way's mean (or, for the way already
+# chosen, moves it): so the choice follows the host from one mode to the
+# other within a few explorations. Three things keep those times honest:
+#
+# - The first call after a change of way is not counted. It pays for the
+#   change: on MPICH, recursive doubling's 256 KiB allreduce at p = 2 took
+#   68 us as is right after copied calls, 36 us the call after, and 65 us
+#   every copied call, so an exploration timed by its one call kept the
+#   copy at twice the time.
+# - Every rank explores the same way at the same call (the k-th
+#   exploration takes way k mod 3), as every rank takes the same ways in
+#   the first six calls. The messages are the same bytes whichever way
+#   they leave, so ranks need not agree for the result; but an exchange
+#   lasts as long as its slower side, and when each rank explored "the
+#   other two" of its own choice, two ranks that had settled on different
+#   ways only ever timed mixed pairs and stayed apart (the same allreduce,
+#   one rank as is and the other copying: 54-66 us a call in all 20 rounds
+#   of one launch, where in another both went as is from the third round
+#   on, at 29-41).
+# - A lane keeps the ways of its in-place calls apart from the others':
+#   in place a call sends what the call before it wrote, which goes at
+#   another speed (there, as is 74 us against the copy's 61-68 in place,
+#   33 against 62 out of place).
+#
+# Together they took that allreduce out of place from 0.71-0.74x native
+# MPICH's time to 0.39-0.41x, and from 0.81-0.93x native Open MPI's to
+# 0.50-0.51x (bench/NOTES.md, "Staging: the first call after a change").
+# The general path times each staged blocking send the same way, one
+# WayChooser per plan (its sends out of place and in place alike).
 # set_staging() fixes one way for the process (A/B measurements, tests).
 # In the fast mode "auto" costs what its explorations cost: in two Open
 # MPI launches of bench/staging.py (16 calls between explorations then)
@@ -488,6 +514,7 @@ def set_staging(str mode) -> str:
 cdef struct Ways:
     double mean[NWAYS]          # each way's mean call time (s); 0: not timed yet
     long calls
+    int last                    # 1 + the way of the call before; 0: none yet
 
 
 cdef struct Stage:
@@ -508,30 +535,34 @@ cdef inline int best_way(Ways *w) noexcept nogil:
 
 cdef inline int pick_way(Ways *w) noexcept nogil:
     """The way of a lane's next call (Note [Choosing the way])."""
-    cdef int best
     if staging_mode != WAY_AUTO:
         return staging_mode
-    if w.calls < 2 * NWAYS:
-        return w.calls % NWAYS
-    best = best_way(w)
-    if w.calls % EXPLORE_EVERY == 0:    # one of the other two, in turn
-        return (best + 1 + (w.calls // EXPLORE_EVERY) % (NWAYS - 1)) % NWAYS
-    return best
+    if w.calls < SETTLE_CALLS:          # each way twice in a row
+        return w.calls // 2
+    if w.calls % EXPLORE_EVERY < 2:     # twice in a row, the same way on every rank
+        return (w.calls // EXPLORE_EVERY) % NWAYS
+    return best_way(w)
 
 
 cdef inline void note_time(Ways *w, int way, double t) noexcept nogil:
-    """A call of *way* took *t* seconds. In the first calls each way keeps
-    its fastest; then the chosen way's mean moves toward each call's time,
-    and a way tried in passing takes that call's time as it is (its old
-    mean is stale: the host may have changed mode since)."""
-    if w.mean[way] == 0.0 or (w.calls < 2 * NWAYS and t < w.mean[way]):
+    """A call of *way* took *t* seconds. A call that took another way than
+    the one before it is not counted: the first call after a change pays
+    for the change. In the first calls each way keeps its fastest; then
+    the chosen way's mean moves toward each call's time, and a way tried
+    in passing takes that call's time as it is (its old mean is stale: the
+    host may have changed mode since)."""
+    cdef bint settling = w.calls < SETTLE_CALLS, changed = w.last != way + 1
+    w.calls += 1
+    w.last = way + 1
+    if changed:
+        return
+    if w.mean[way] == 0.0 or settling and t < w.mean[way]:
         w.mean[way] = t
-    elif w.calls >= 2 * NWAYS:
+    elif not settling:
         if way == best_way(w):
             w.mean[way] += EWMA * (t - w.mean[way])
         else:
             w.mean[way] = t
-    w.calls += 1
 
 
 cdef inline void settle(Ways *w, Stage *st, int rc) noexcept nogil:
@@ -540,19 +571,28 @@ cdef inline void settle(Ways *w, Stage *st, int rc) noexcept nogil:
         note_time(w, st.way, monotonic() - st.started)
 
 
-def _ways_chosen(seconds, int calls) -> list:
+def _ways_chosen(seconds, int calls, int ranks=1) -> list:
     """The ways (names) a lane takes in *calls* calls in "auto" mode when
-    each call of way i takes seconds(i, k) at call k (for tests)."""
-    cdef Ways w
-    cdef int way, k
+    each call of way i takes seconds(i, k) at call k (for tests). With
+    *ranks* > 1, that many lanes call together, one per rank: seconds(ways,
+    k) gets the tuple of their ways and gives each rank's time (a sequence)
+    or one time for all, and each entry is the tuple of their ways."""
+    cdef Ways[8] w
+    cdef int k, i
+    if not 1 <= ranks <= 8:
+        raise ValueError(f"ranks={ranks}: expected 1 to 8")
     was = set_staging("auto")
     try:
-        memset(&w, 0, sizeof(w))
+        memset(w, 0, sizeof(w))
         chosen = []
         for k in range(calls):
-            way = pick_way(&w)
-            chosen.append(("off", "copy", "stream")[way])
-            note_time(&w, way, seconds(way, k))
+            ways = tuple(pick_way(&w[i]) for i in range(ranks))
+            t = seconds(ways, k) if ranks > 1 else seconds(ways[0], k)
+            times = list(t) if hasattr(t, "__len__") else [t] * ranks
+            for i in range(ranks):
+                note_time(&w[i], ways[i], times[i])
+            names = tuple(("off", "copy", "stream")[way] for way in ways)
+            chosen.append(names if ranks > 1 else names[0])
         return chosen
     finally:
         set_staging(was)
@@ -562,14 +602,24 @@ cdef class StagedSends:
     """What a lane, or a general-path plan's WayChooser, keeps of its
     staged sends: the ways it has timed (Note [Choosing the way])."""
 
-    cdef Ways ways
+    cdef Ways ways[2]               # [0]: out of place; [1]: in place (Note [Choosing the way])
+
+    cdef Ways *ways_for(self, Operands *o) noexcept:
+        """The ways of calls like this one: an in-place call sends what the
+        call before it wrote, which goes another speed each way."""
+        return &self.ways[o.xp != NULL and o.xp == o.outp]
 
     @property
     def stage_ways(self) -> dict:
         """For tests and benchmarks: the calls timed so far and each way's
-        mean time (s; 0: not timed yet)."""
-        return {"calls": self.ways.calls, "off": self.ways.mean[WAY_AS_IS],
-                "copy": self.ways.mean[WAY_COPY], "stream": self.ways.mean[WAY_STREAM]}
+        mean time (s; 0: not timed yet), out of place and (under
+        "in_place") in place."""
+        return {**ways_dict(&self.ways[0]), "in_place": ways_dict(&self.ways[1])}
+
+
+cdef dict ways_dict(Ways *w):
+    return {"calls": w.calls, "off": w.mean[WAY_AS_IS], "copy": w.mean[WAY_COPY],
+            "stream": w.mean[WAY_STREAM]}
 
 
 cdef inline bint may_stage(buf):
@@ -760,13 +810,13 @@ cdef class WayChooser(StagedSends):
             return self.calls.staged(buf)
         if not may_stage(buf):
             return buf
-        way = pick_way(&self.ways)
+        way = pick_way(&self.ways[0])
         self.st.way, self.st.started = way, monotonic()
         return buf if way == WAY_AS_IS else self.calls.staged(buf, way)
 
     def done(self) -> None:
         """The send of the last staged() has completed: time its way."""
-        settle(&self.ways, &self.st, 0)
+        settle(&self.ways[0], &self.st, 0)
         self.st.way = -1
 
 
@@ -1010,6 +1060,7 @@ cdef class Lane(StagedSends):
         cdef Operands o
         cdef char *theirs
         cdef Stage st
+        cdef Ways *ways
         cdef int rc, tag
         cdef double started = 0.0
         if not self.gets_result:
@@ -1024,12 +1075,13 @@ cdef class Lane(StagedSends):
         try:
             tag = self.calls.next_tag()
             held = self.calls.borrow(SLOT_LANE, self.nbytes, &theirs)
-            stage_held = self.calls.stage(&self.ways, self.nbytes if self.sends else 0, &st)
+            ways = self.ways_for(&o)
+            stage_held = self.calls.stage(ways, self.nbytes if self.sends else 0, &st)
             self.deadline = deadline
             with nogil:
                 started = monotonic()
                 rc = self.execute(o.xp, o.outp, theirs, &st, tag)
-                settle(&self.ways, &st, rc)
+                settle(ways, &st, rc)
                 if rc == 0 and self.divisor and self.gets_result:
                     scale_buffer(self.code, o.outp, o.outp, self.divisor, self.count)
         finally:
@@ -1175,6 +1227,7 @@ cdef class ReduceScatterLane(StagedSends):
         cdef char *pp = NULL
         cdef char *tp = NULL
         cdef Stage st
+        cdef Ways *ways
         result = lane_output(out, self.shape, self.dtype)
         if result is NOT_TAKEN or not take_operands(&o, x, True, self.total, result,
                                                     self.align, self.whole):
@@ -1185,12 +1238,13 @@ cdef class ReduceScatterLane(StagedSends):
             if self.whole:
                 pp = o.outp
             temp = self.calls.borrow(SLOT_LANE, self.tempbytes, &tp) if self.tempbytes else None
-            stage_held = self.calls.stage(&self.ways, self.largest_send, &st)
+            ways = self.ways_for(&o)
+            stage_held = self.calls.stage(ways, self.largest_send, &st)
             self.deadline = deadline
             with nogil:
                 started = monotonic()
                 rc = self.execute(o.xp, pp, o.outp, tp, &st, tag)
-                settle(&self.ways, &st, rc)
+                settle(ways, &st, rc)
                 if rc == 0 and self.divisor:
                     scale_buffer(self.code, o.outp, o.outp, self.divisor,
                                  <size_t>self.nbytes // itemsize_of(self.code))
@@ -1363,6 +1417,7 @@ cdef class StepLane(StagedSends):
         cdef Operands o
         cdef char *bufs[4]
         cdef Stage st
+        cdef Ways *ways
         cdef int rc
         cdef double started = 0.0
         result = None
@@ -1379,14 +1434,15 @@ cdef class StepLane(StagedSends):
             bufs[BUF_WORD] = <char *>self.word
             work = self.calls.borrow(SLOT_WORK, self.workbytes, &bufs[BUF_WORK]) \
                 if self.workbytes else None
-            stage_held = self.calls.stage(&self.ways, self.largest_send, &st)
+            ways = self.ways_for(&o)
+            stage_held = self.calls.stage(ways, self.largest_send, &st)
             if tag < 0:
                 tag = self.calls.next_tag()
             with nogil:
                 if deadline > 0.0:
                     started = monotonic()
                 rc = self.execute(bufs, tag, deadline, &st)
-                settle(&self.ways, &st, rc)
+                settle(ways, &st, rc)
         finally:
             release_operands(&o)
         if rc == TIMED_OUT:
@@ -1708,7 +1764,7 @@ cdef class BroadcastLane(StagedSends):
                 mp = <char *>mb.buf
                 # The data goes to each child out of one copy on huge pages,
                 # when that pays (Note [Staging sends]).
-                stage_held = self.calls.stage(&self.ways, 0 if self.inline or not self.nchildren
+                stage_held = self.calls.stage(&self.ways[0], 0 if self.inline or not self.nchildren
                                               else self.nbytes, &st)
                 tag = self.calls.next_tag()
                 if self.parent < 0:
@@ -1747,7 +1803,7 @@ cdef class BroadcastLane(StagedSends):
         finally:
             PyBuffer_Release(&xb)
         if matched:
-            settle(&self.ways, &st, rc)
+            settle(&self.ways[0], &st, rc)
         if rc == TIMED_OUT:
             raise timed_out(self.base, self.stuck_peer, "broadcast", self.algorithm, self.done,
                             self.nmessages, monotonic() - started)

@@ -1328,6 +1328,18 @@ def group_staging(run):
         timed = [w.stage_ways for w in records if w.stage_ways["calls"] >= 6]
         assert timed and all(t["off"] > 0 and t["copy"] > 0 and t["stream"] > 0 for t in timed), \
             [w.stage_ways for w in records]
+        # In place, a call sends what the one before it wrote: a lane times
+        # those calls' ways apart from the others'.
+        lanes = [w for w in records if w.stage_ways["calls"] >= 6 and hasattr(w, "algorithm")]
+        before = [w.stage_ways["calls"] for w in lanes]
+        for _ in range(8):
+            comm.allreduce(x, out=x, algorithm="ring")
+        assert [w.stage_ways["calls"] for w in lanes] == before
+        in_place = [w.stage_ways["in_place"] for w in lanes]
+        assert all(t["calls"] >= 6 and t["off"] > 0 and t["copy"] > 0 and t["stream"] > 0
+                   for t in in_place), in_place
+        # At p = 2 the ring's lane stages its 512 KiB sends (with C transport calls).
+        assert lanes or p > 2 or comm.transport is None, records
         run.count += 1
 
 
