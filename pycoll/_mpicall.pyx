@@ -422,8 +422,9 @@ cdef enum:
     WAY_STREAM = 2              # from a copy with non-temporal stores
     NWAYS = 3
     WAY_AUTO = -1               # the mode: each lane times the ways and keeps the fastest
-    SETTLE_CALLS = 2 * NWAYS    # a lane's first calls: each way twice in a row
-    EXPLORE_EVERY = 32          # then every 32nd call and the next try one of the three, in turn
+    TRIAL_CALLS = 2             # calls in a row that try one way (the first is not counted)
+    SETTLE_CALLS = TRIAL_CALLS * NWAYS  # a lane's first calls: each way tried once
+    EXPLORE_EVERY = 32          # then from every 32nd call, one of the three tried, in turn
 WAYS = {"off": WAY_AS_IS, "copy": WAY_COPY, "stream": WAY_STREAM, "auto": WAY_AUTO}
 EXPLORE = EXPLORE_EVERY
 SETTLE = SETTLE_CALLS           # a lane's first calls, which try each way twice
@@ -537,9 +538,9 @@ cdef inline int pick_way(Ways *w) noexcept nogil:
     """The way of a lane's next call (Note [Choosing the way])."""
     if staging_mode != WAY_AUTO:
         return staging_mode
-    if w.calls < SETTLE_CALLS:          # each way twice in a row
-        return w.calls // 2
-    if w.calls % EXPLORE_EVERY < 2:     # twice in a row, the same way on every rank
+    if w.calls < SETTLE_CALLS:          # each way tried in turn
+        return w.calls // TRIAL_CALLS
+    if w.calls % EXPLORE_EVERY < TRIAL_CALLS:   # the same way on every rank
         return (w.calls // EXPLORE_EVERY) % NWAYS
     return best_way(w)
 
