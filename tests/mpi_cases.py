@@ -12,6 +12,7 @@ across ranks at the end with mpi4py's own allgather (independent of pycoll).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -55,6 +56,27 @@ class Run:
             seen = {rank: d[i] for rank, d in enumerate(everyone)}
             assert all(v == (name, digest) for v in seen.values()), (
                 f"{name}: results differ across ranks: {seen}")
+
+
+@contextlib.contextmanager
+def lanes_only(names, why, when=True):
+    """While the block runs (and `when` holds), each of pycoll.api's
+    functions in `names`, the general paths, raises AssertionError(why): a
+    call that leaves its lane fails. They are restored however it ends."""
+    import pycoll.api
+
+    saved = {name: getattr(pycoll.api, name) for name in names}
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(why)
+    if when:
+        for name in names:
+            setattr(pycoll.api, name, refuse)
+    try:
+        yield
+    finally:
+        for name, general in saved.items():
+            setattr(pycoll.api, name, general)
 
 
 def seed_of(*parts) -> int:
@@ -675,16 +697,11 @@ def deadline_lane_cases(run):
     pycoll/_mpicall.pyx): odd ranks pass a timeout, even ones do not, in the
     same calls; once the lanes exist no rank may reach the general path,
     and the results are the plain calls'."""
-    import pycoll.api
-
     comm, p, r = run.comm, run.p, run.r
     if comm.transport is None:
         return
     kwargs = {"timeout": 60.0} if r % 2 else {}
-    general = pycoll.api._allreduce, pycoll.api._reduce, pycoll.api._reduce_scatter
-
-    def refuse(*args, **kw):
-        raise AssertionError("a call with a deadline left its lane")
+    why = "a call with a deadline left its lane"
     for op, dtype in ((Op.SUM, "float64"), (Op.AVG, "bfloat16"), (Op.MAX, "int32")):
         for algo in ("recursive_doubling", "tree"):
             for repeat in range(3):
@@ -693,15 +710,10 @@ def deadline_lane_cases(run):
                 # the reduce_scatter lane (every block non-empty: 2 <= p <= 4
                 # here): the ring, or recursive halving
                 rs = "recursive_halving" if algo == "tree" else "ring"
-                if repeat:
-                    pycoll.api._allreduce = pycoll.api._reduce = refuse
-                    pycoll.api._reduce_scatter = refuse
-                try:
+                with lanes_only(("_allreduce", "_reduce", "_reduce_scatter"), why, when=repeat):
                     y = comm.allreduce(xs[r], op=op, algorithm=algo, **kwargs)
                     z = comm.reduce(xs[r], op=op, root=p - 1, algorithm="binomial", **kwargs)
                     w = comm.reduce_scatter(xs[r], op=op, algorithm=rs, **kwargs) if 2 <= p <= 4 else None
-                finally:
-                    pycoll.api._allreduce, pycoll.api._reduce, pycoll.api._reduce_scatter = general
                 run.check(name, y, reduce_ranks(op, xs))
                 if w is not None:
                     run.check(f"{name} reduce_scatter {rs}", w,
@@ -718,19 +730,15 @@ def deadline_lane_cases(run):
     # tests' 256 B segment).
     if p < 2:
         return                              # no lanes for these at p = 1
-    movers = (pycoll.api.gather, pycoll.api.allgather, pycoll.api.alltoall, pycoll.api.broadcast,
-              pycoll.api.scatter)
+    movers = ("gather", "allgather", "alltoall", "broadcast", "scatter")
     root = p - 1
     for dtype, shape in (("int16", (p + 1,)), ("bfloat16", (p + 1,)), ("float32", (p,))):
         for repeat in range(3):
             name = f"deadline lane {dtype} call {repeat}"
             xs = [rank_data(dtype, shape, i, seed_of(name)) for i in range(p)]
-            if repeat:
-                pycoll.api.gather = pycoll.api.allgather = pycoll.api.alltoall = refuse
-                pycoll.api.broadcast = pycoll.api.scatter = refuse
             b = xs[r].copy() if r == root else np.zeros_like(xs[r])
             everyone = np.concatenate(xs)
-            try:
+            with lanes_only(movers, why, when=repeat):
                 g = comm.gather(xs[r], root=root, algorithm="binomial", **kwargs)
                 ag = {algo: comm.allgather(xs[r], algorithm=algo, **kwargs)
                       for algo in ("ring", "recursive_doubling")}
@@ -740,9 +748,6 @@ def deadline_lane_cases(run):
                 sc = {algo: comm.scatter(everyone if r == root else None, root=root,
                                          algorithm=algo, **kwargs)
                       for algo in ("binomial", "linear")}
-            finally:
-                (pycoll.api.gather, pycoll.api.allgather, pycoll.api.alltoall,
-                 pycoll.api.broadcast, pycoll.api.scatter) = movers
             run.check(f"{name} broadcast", b, xs[root])
             for algo, y in sc.items():
                 run.check(f"{name} scatter {algo}", y, np.array_split(everyone, p)[r])
@@ -776,20 +781,13 @@ def barrier_lane_cases(run):
     rank; and it waits for the last rank to arrive."""
     import time
 
-    import pycoll.api
     comm, p, r = run.comm, run.p, run.r
-    general = pycoll.api._barrier
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a barrier left its lane")
     for repeat in range(3):
         kwargs = {"timeout": 60.0} if repeat == 2 and r % 2 else {}
-        if repeat and comm.transport is not None:       # (no lanes without it)
-            pycoll.api._barrier = refuse
-        try:
+        # (no lanes without a transport)
+        with lanes_only(("_barrier",), "a barrier left its lane",
+                        when=repeat and comm.transport is not None):
             assert comm.barrier(**kwargs) is None
-        finally:
-            pycoll.api._barrier = general
     for _ in range(2):                      # the last rank on the general path, the others on the lane
         if r == p - 1:
             comm.barrier(async_op=True).wait()
@@ -810,27 +808,18 @@ def solo_lane_cases(run):
     """At p = 1 every collective's lane gives back a copy of x (pycoll/_lanes.py,
     Note [Solo lanes]): once the lanes exist no call reaches the general
     path, with or without a timeout, out= or AVG."""
-    import pycoll.api
-
     comm = run.comm
     if run.p != 1 or comm.transport is None:
         return
     names = ("_allreduce", "_reduce", "_reduce_scatter", "gather", "allgather", "alltoall",
              "scatter")
-    general = {name: getattr(pycoll.api, name) for name in names}
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a call at p = 1 left its lane")
     for dtype, shape in (("float32", (5,)), ("bfloat16", (2, 3)), ("int16", (7,)),
                          ("complex64", (3,)), ("float64", (0,))):
         x = rank_data(dtype, shape, 0, seed_of(f"solo {dtype}"))
         ops = (Op.SUM, Op.AVG) if x.dtype.kind in "fcV" or dtype == "bfloat16" else (Op.SUM, Op.MAX)
         for repeat in range(3):
             kwargs = {"timeout": 30.0} if repeat == 2 else {}
-            if repeat:
-                for name in names:
-                    setattr(pycoll.api, name, refuse)
-            try:
+            with lanes_only(names, "a call at p = 1 left its lane", when=repeat):
                 results = {f"allreduce {op.value}": comm.allreduce(x, op=op, **kwargs) for op in ops}
                 results.update({f"reduce {op.value}": comm.reduce(x, op=op, **kwargs) for op in ops})
                 results["reduce_scatter"] = comm.reduce_scatter(x, **kwargs)
@@ -839,9 +828,6 @@ def solo_lane_cases(run):
                 out = np.empty_like(x)
                 assert comm.allgather(x, out=out, **kwargs) is out
                 results["allgather out"] = out
-            finally:
-                for name in names:
-                    setattr(pycoll.api, name, general[name])
             for name, y in results.items():
                 assert y is not x, name
                 run.check(f"solo {dtype} {name} call {repeat}", y, x)
@@ -1475,23 +1461,15 @@ def ring_allreduce_lane_cases(run):
     if comm.transport is None:
         run.count += 1
         return
-    general = pycoll.api._allreduce
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the ring left its allreduce lane")
     for op, dtype in ((Op.SUM, "float64"), (Op.AVG, "bfloat16"), (Op.BXOR, "int16")):
         for repeat in range(4):
             name = f"ring allreduce lane kept {op.value} {dtype} call {repeat}"
             xs = [rank_data(dtype, (p + 2,), i, seed_of(name), op) for i in range(p)]
             mine = xs[r].copy()
             timeout = {"timeout": 60.0} if (r + repeat) % 2 else {}
-            if repeat:
-                pycoll.api._allreduce = refuse
-            try:
+            with lanes_only(("_allreduce",), "the ring left its allreduce lane", when=repeat):
                 y = comm.allreduce(mine, op=op, algorithm="ring",
                                    out=mine if repeat == 3 else None, **timeout)
-            finally:
-                pycoll.api._allreduce = general
             run.check(name, y, reduce_ranks(op, xs))
     run.count += 1
 
@@ -1547,24 +1525,15 @@ def reduce_scatter_lane_cases(run):
     assert halving and all(halving) == (comm.transport is not None), \
         (halving, p, comm.transport_info)
     if comm.transport is not None:
-        import pycoll.api
-
-        general = pycoll.api._reduce_scatter
-
-        def refuse(*args, **kwargs):
-            raise AssertionError("recursive halving left its lane")
         for op, dtype in ((Op.SUM, "float64"), (Op.AVG, "bfloat16"), (Op.BXOR, "int16")):
             for repeat in range(3):
                 name = f"reduce_scatter halving lane {op.value} {dtype} call {repeat}"
                 # (the fold's first step sends the whole vector: one segment)
                 xs = [rank_data(dtype, (p + 1, 2), i, seed_of(name), op) for i in range(p)]
-                if repeat:
-                    pycoll.api._reduce_scatter = refuse
-                try:
-                    kwargs = {"timeout": 60.0} if repeat == 2 and r % 2 else {}
+                kwargs = {"timeout": 60.0} if repeat == 2 and r % 2 else {}
+                with lanes_only(("_reduce_scatter",), "recursive halving left its lane",
+                                when=repeat):
                     y = comm.reduce_scatter(xs[r], op=op, algorithm="recursive_halving", **kwargs)
-                finally:
-                    pycoll.api._reduce_scatter = general
                 run.check(name, y, np.array_split(reduce_ranks(op, xs), p)[r])
     few = np.arange(p - 1, dtype=np.float32)        # a rank gets an empty block: no lane
     for _ in range(2):
@@ -2283,7 +2252,6 @@ def group_timeout(run):
     "barrier:dissemination" (else allreduce)."""
     import time
 
-    import pycoll.api
     comm, p, r = run.comm, run.p, run.r
     algorithm = sys.argv[2] if len(sys.argv) > 2 else "auto"
     collective, _, algorithm = algorithm.rpartition(":")
@@ -2320,14 +2288,10 @@ def group_timeout(run):
             else:
                 run.check("before the timeout", y, want(x))
     if r != missing:
-        general = getattr(pycoll.api, general_name)
-        if on_lane:
-            def refuse(*args, **kwargs):
-                raise AssertionError("the timed call left its lane")
-            setattr(pycoll.api, general_name, refuse)
         start = time.monotonic()
         try:
-            call(x, algorithm=algorithm, **({} if default else {"timeout": timeout}))
+            with lanes_only((general_name,), "the timed call left its lane", when=on_lane):
+                call(x, algorithm=algorithm, **({} if default else {"timeout": timeout}))
         except pycoll.CollectiveTimeout as exc:
             elapsed = time.monotonic() - start
             peer = exc.peer
@@ -2337,8 +2301,6 @@ def group_timeout(run):
             assert isinstance(exc, TimeoutError)
         else:
             raise AssertionError(f"rank {r}: no CollectiveTimeout without rank {missing}")
-        finally:
-            setattr(pycoll.api, general_name, general)
         assert timeout <= elapsed < timeout + 1.0, elapsed
         # a broken communicator refuses further calls
         expect(RuntimeError, "broken since a collective timed out", comm.allreduce, np.ones(2))
