@@ -10,7 +10,8 @@ Communicators look for it: $PYCOLL_TUNE_DIR or ~/.cache/pycoll. Rank 0
 prints, for each algorithm, the fitted parameters and the measured and
 modelled times side by side.
 
-    --sizes 8,1K,4K,16K,64K,256K,1M,2M,4M,8M,16M,64M   sizes (bytes; one block for block ops)
+    --sizes 8,64,256,1K,4K,16K,64K,256K,1M,2M,4M,8M,16M,64M
+                                      sizes (bytes; one block for block ops)
     --collectives allreduce,...       a subset
     --segments 1M,4M,16M,64M          candidate reduction segments (one: use it, untimed)
     --out FILE                        write elsewhere (also JSON)
@@ -40,6 +41,19 @@ COLLECTIVES = ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter"
 # The reductions whose transfers the segment cuts, timed for its choice.
 SEGMENTED = (("allreduce", "ring"), ("allreduce", "recursive_doubling"),
              ("allreduce", "rabenseifner"), ("reduce", "binomial"), ("reduce_scatter", "ring"))
+
+
+# The sizes timed. The tiny regime's alpha, what every step costs, rests
+# on its smallest sizes, and one size there was not enough: timed alone,
+# 8 B swings from launch to launch (the tree's time over recursive
+# doubling's at p = 2 on Open MPI read 0.84-1.30 at 8 B in sixteen
+# calibrations one evening, while six launches of the sweeps read
+# 1.01-1.42, median 1.18, at every size up to 1 KiB), and a fit through
+# 8 B and 1-16 KiB let one low reading pick the tree below 1 KiB (the
+# p = 2 report on 4612db5). With 64 and 256 B as well, the twelve
+# calibrations timed that way all fitted recursive doubling ahead at 4 B
+# (bench/NOTES.md, "Tiny sizes: one point was not enough").
+SIZES = ("8", "64", "256", "1K", "4K", "16K", "64K", "256K", "1M", "2M", "4M", "8M", "16M", "64M")
 
 
 def measure(calls: dict, barrier, reduce_max, budget: float, rounds: int = 5) -> dict:
@@ -111,7 +125,7 @@ def time_segments(world, candidates: list, sizes: list, budget: float, barrier, 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pycoll.tune", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="8,1K,4K,16K,64K,256K,1M,2M,4M,8M,16M,64M")
+    parser.add_argument("--sizes", default=",".join(SIZES))
     parser.add_argument("--collectives", default=",".join(COLLECTIVES))
     parser.add_argument("--segments",
                         default=",".join(f"{s >> 20}M" for s in tuning.REDUCE_SEGMENTS))

@@ -176,6 +176,39 @@ def test_fit_of_one_sample_grows_with_the_bytes():
     assert alpha == pytest.approx(1e-5) and beta == pytest.approx(1e-10)
 
 
+def test_one_low_reading_at_8_bytes_does_not_pick_the_tree():
+    """The calibration's tiny sizes (pycoll/tune.py, SIZES): at p = 2 the
+    tree takes about 1.18x recursive doubling's time at every tiny size;
+    one reading of 0.84x at 8 B (seen in real calibrations) must not make
+    the tree the model's pick below 1 KiB. With 8 B the only size under
+    1 KiB, it did."""
+    from pycoll.bench.harness import parse_size
+    from pycoll.tune import SIZES
+
+    p, gamma = 2, 2e-11
+    tiny = [n for n in map(parse_size, SIZES) if tuning.regime(n) == "tiny"]
+
+    def fitted(sizes):
+        params = {"gamma": gamma, "kernel_cost": {"float32": 1.0}, "algorithms": {"allreduce": {}}}
+        for name in ("recursive_doubling", "tree"):
+            module = REGISTRY["allreduce"][name]
+            samples = []
+            for n in sizes:
+                t = 3e-6 + n * 3e-10                       # recursive doubling, as the sweeps time it
+                if name == "tree":
+                    t *= 0.84 if n == 8 else 1.18
+                samples.append((module.steps(p), module.bytes_on_wire(n, p), module.reduce_bytes(n, p), t))
+            pieces = dict.fromkeys(tuning.REGIMES, tuning.fit(samples, gamma))
+            params["algorithms"]["allreduce"][name] = pieces
+        return {n: tuning.modelled_time("allreduce", "tree", n, p, params)
+                / tuning.modelled_time("allreduce", "recursive_doubling", n, p, params)
+                for n in (4, 64, 256)}
+
+    assert len([n for n in tiny if n < 1024]) >= 3, tiny
+    assert all(r > 1.0 for r in fitted(tiny).values()), fitted(tiny)
+    assert any(r < 1.0 for r in fitted([8, 1024, 4096, 16384]).values())  # the old sizes
+
+
 def test_kernel_gamma_is_a_cost_per_byte():
     g = tuning.kernel_gamma("float32", 1 << 16, repeat=2)
     assert 0 < g < 1e-8
