@@ -46,7 +46,7 @@ SEGMENTED = (("allreduce", "ring"), ("allreduce", "recursive_doubling"),
 # The sizes timed. The tiny regime's alpha, what every step costs, rests
 # on its smallest sizes, and one size there was not enough: timed alone,
 # 8 B swings from launch to launch (the tree's time over recursive
-# doubling's at p = 2 on Open MPI read 0.84-1.30 at 8 B in sixteen
+# doubling's at p = 2 on Open MPI read 0.84-1.29 at 8 B in sixteen
 # calibrations one evening, while six launches of the sweeps read
 # 1.01-1.42, median 1.18, at every size up to 1 KiB), and a fit through
 # 8 B and 1-16 KiB let one low reading pick the tree below 1 KiB (the
