@@ -4,6 +4,7 @@ bursts.
     mpiexec -n 2 python bench/latency.py [--collective allreduce|reduce|broadcast|gather|
                                           scatter|allgather|reduce_scatter|alltoall|barrier]
                                          [--bytes 8] [--rounds 25] [--json FILE]
+                                         [--input numpy|memoryview|torch]
 
 --bytes is the vector of allreduce, reduce and broadcast, one rank's block
 of gather, scatter, allgather, reduce_scatter and alltoall (root 0; the
@@ -15,6 +16,10 @@ is larger than the difference being measured, so native and pycoll take
 turns: one burst of 2000 calls each per round, the time of a burst being the
 largest over ranks of its mean. The result is the median over rounds of the
 per-round ratio pycoll / native, next to each side's median time.
+
+--input gives pycoll's calls memoryviews or CPU torch tensors over the same
+arrays instead of the arrays (made once; out= stays a numpy array), to time
+an array-like's call (Note [Lane views] in pycoll/api.py).
 """
 import argparse
 import json
@@ -37,6 +42,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=25)
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--input", default="numpy", choices=("numpy", "memoryview", "torch"))
     args = parser.parse_args()
     comm = pycoll.Communicator()
     world = MPI.COMM_WORLD.Dup()
@@ -51,35 +57,37 @@ def main() -> int:
         return world.allreduce((time.perf_counter() - start) / args.calls, op=MPI.MAX)
 
     whole = np.ones(x.size * comm.size, np.float32)
+    view = as_input(args.input)
+    xin, wholein = view(x), view(whole)
     if args.collective == "gather":
         native = lambda: world.Gather(x, whole, root=0)         # noqa: E731
-        mine = lambda: comm.gather(x, root=0, out=whole)        # noqa: E731
+        mine = lambda: comm.gather(xin, root=0, out=whole)      # noqa: E731
     elif args.collective == "scatter":
         native = lambda: world.Scatter(whole, y, root=0)        # noqa: E731
-        mine = lambda: comm.scatter(whole if comm.rank == 0 else None, root=0, out=y)  # noqa: E731
+        mine = lambda: comm.scatter(wholein if comm.rank == 0 else None, root=0, out=y)  # noqa: E731
     elif args.collective == "reduce_scatter":
         native = lambda: world.Reduce_scatter_block(whole, y)   # noqa: E731
-        mine = lambda: comm.reduce_scatter(whole, out=y)        # noqa: E731
+        mine = lambda: comm.reduce_scatter(wholein, out=y)      # noqa: E731
     elif args.collective == "broadcast":
         native = lambda: world.Bcast(x, root=0)                 # noqa: E731
-        mine = lambda: comm.broadcast(x, root=0)                # noqa: E731
+        mine = lambda: comm.broadcast(xin, root=0)              # noqa: E731
     elif args.collective == "allgather":
         native = lambda: world.Allgather(x, whole)              # noqa: E731
-        mine = lambda: comm.allgather(x, out=whole)             # noqa: E731
+        mine = lambda: comm.allgather(xin, out=whole)           # noqa: E731
     elif args.collective == "alltoall":
         other = np.empty_like(whole)
         native = lambda: world.Alltoall(whole, other)           # noqa: E731
-        mine = lambda: comm.alltoall(whole, out=other)          # noqa: E731
+        mine = lambda: comm.alltoall(wholein, out=other)        # noqa: E731
     elif args.collective == "barrier":
         x = x[:0]
         native = world.Barrier
         mine = comm.barrier
     elif args.collective == "reduce":
         native = lambda: world.Reduce(x, y, root=0)             # noqa: E731
-        mine = lambda: comm.reduce(x, root=0, out=y)            # noqa: E731
+        mine = lambda: comm.reduce(xin, root=0, out=y)          # noqa: E731
     else:
         native = lambda: world.Allreduce(x, y)                  # noqa: E731
-        mine = lambda: comm.allreduce(x, out=y)                 # noqa: E731
+        mine = lambda: comm.allreduce(xin, out=y)               # noqa: E731
     for _ in range(3):
         burst(native)
         burst(mine)
@@ -89,7 +97,7 @@ def main() -> int:
         times["pycoll"].append(burst(mine))
     ratios = [m / n for n, m in zip(times["native"], times["pycoll"])]
     result = {"mpi": " ".join(MPI.Get_library_version().split()[:3]), "p": comm.size,
-              "collective": args.collective,
+              "collective": args.collective, "input": args.input,
               "bytes": x.nbytes, "native_us": statistics.median(times["native"]) * 1e6,
               "pycoll_us": statistics.median(times["pycoll"]) * 1e6,
               "ratio": statistics.median(ratios), "rounds": args.rounds,
@@ -102,6 +110,17 @@ def main() -> int:
     comm.free()
     world.Free()
     return 0
+
+
+def as_input(kind: str):
+    """What pycoll's calls get for a numpy array: the array itself, or a
+    memoryview or a CPU torch tensor over its memory."""
+    if kind == "memoryview":
+        return memoryview
+    if kind == "torch":
+        import torch
+        return torch.from_numpy
+    return lambda a: a
 
 
 if __name__ == "__main__":

@@ -110,9 +110,13 @@ class Communicator(CommBase):
         mode, which puts every call on the checked path."""
         return self._lane_settings and not _Switches.checks
 
+    # Each method tries its lane's C entry first for a numpy array; the
+    # module function behind it makes the lane on a signature's first call
+    # and gives an array-like's numpy view to the lane (Note [Lane views]).
     def allreduce(self, x, op=SUM, algorithm="auto", out=None, accumulate=None, async_op=False,
                   timeout=None):
-        if self._tuner is not None:         # Note [Tuning online] in _trials.py
+        if self._tuner is not None or type(x) is not np.ndarray:
+            # the tuner (Note [Tuning online] in _trials.py), an array-like's view
             return allreduce(x, op, self, algorithm, out, accumulate, async_op, timeout)
         if not async_op and self._lane_ready:
             result = _mpicall.allreduce(self, x, op, algorithm, out, accumulate, timeout)
@@ -120,9 +124,6 @@ class Communicator(CommBase):
                 return result
         return _allreduce(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
-    # broadcast, gather, scatter, allgather and alltoall try their lane's C
-    # entry first; the module function behind it makes the lane on a
-    # signature's first call.
     def broadcast(self, x, root=0, algorithm="auto", async_op=False, timeout=None):
         if not async_op and self._lane_ready:
             done = _mpicall.broadcast(self, x, root, algorithm, timeout)
@@ -132,7 +133,8 @@ class Communicator(CommBase):
 
     def reduce(self, x, op=SUM, root=0, algorithm="auto", out=None, accumulate=None,
                async_op=False, timeout=None):
-        if self._tuner is not None:         # Note [Tuning online] in _trials.py
+        if self._tuner is not None or type(x) is not np.ndarray:
+            # the tuner (Note [Tuning online] in _trials.py), an array-like's view
             return reduce(x, op, root, self, algorithm, out, accumulate, async_op, timeout)
         if not async_op and self._lane_ready:
             result = _mpicall.reduce(self, x, op, root, algorithm, out, accumulate, timeout)
@@ -165,7 +167,8 @@ class Communicator(CommBase):
 
     def reduce_scatter(self, x, op=SUM, algorithm="auto", out=None, accumulate=None,
                        async_op=False, timeout=None):
-        if self._tuner is not None:         # Note [Tuning online] in _trials.py
+        if self._tuner is not None or type(x) is not np.ndarray:
+            # the tuner (Note [Tuning online] in _trials.py), an array-like's view
             return reduce_scatter(x, op, self, algorithm, out, accumulate, async_op, timeout)
         if not async_op and self._lane_ready:
             result = _mpicall.reduce_scatter(self, x, op, algorithm, out, accumulate, timeout)
@@ -299,6 +302,31 @@ def _call(c, name: str, async_op: bool, timeout, prepare):
     return c._progress.call(checked, name, async_op)
 
 
+# Note [Lane views]
+# ~~~~~~~~~~~~~~~~~
+# The lanes (pycoll/_mpicall.pyx) take numpy arrays only. A CPU torch
+# tensor, a JAX array or a buffer is read through the numpy view the
+# general path would make of it anyway (_message.as_array, no copy), and
+# that view goes to the lane: the lane's messages and result are the
+# general path's, so the call is the same, without its Python (at p = 2,
+# 8 B, the general path took 2-10x the lane's time: bench/NOTES.md,
+# "Array-likes on the lanes"). An out= that is not a numpy array still
+# sends the call to the general path, which writes it back; a broadcast
+# returns the caller's x, which the lane filled through its view.
+
+
+def _lane_view(x):
+    """x as a lane takes it: x itself when it is a numpy array or None; else
+    its numpy view (Note [Lane views]), or x again when it has none (the
+    general path then says why)."""
+    if type(x) is np.ndarray or x is None:
+        return x
+    try:
+        return _message.as_array(x)
+    except (TypeError, ValueError):
+        return x
+
+
 def _tunable(c, x: np.ndarray) -> bool:
     """Whether an "auto" call goes to c's tuner (Note [Tuning online] in
     _trials.py): outside checks mode, on an array of at least
@@ -429,7 +457,7 @@ def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
                 lambda: _reduction_args("allreduce", c, x, op, "auto", accumulate),
                 lambda name: allreduce(x, op, c, name, out, accumulate, False, timeout))
     if not async_op and c._lane_ready:
-        result = _mpicall.allreduce(c, x, op, algorithm, out, accumulate, timeout)
+        result = _mpicall.allreduce(c, _lane_view(x), op, algorithm, out, accumulate, timeout)
         if result is not None:
             return result
     return _allreduce(c, x, op, algorithm, out, accumulate, async_op, timeout)
@@ -486,9 +514,10 @@ def broadcast(x, root=0, comm=None, algorithm="auto", async_op=False, timeout=No
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if not async_op and c._lane_ready:
-        done = _broadcast_lane(c, x, root, algorithm, timeout)
+        xa = _lane_view(x)
+        done = _broadcast_lane(c, xa, root, algorithm, timeout)
         if done is not _mpicall.NOT_TAKEN:
-            return done
+            return done if xa is x else x       # the caller's x, filled through its view
     return _broadcast(c, x, root, algorithm, async_op, timeout)
 
 
@@ -592,7 +621,7 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
                                         root=_check_root(root, c.size)),
                 lambda name: reduce(x, op, root, c, name, out, accumulate, False, timeout))
     if not async_op and c._lane_ready:
-        result = _mpicall.reduce(c, x, op, root, algorithm, out, accumulate, timeout)
+        result = _mpicall.reduce(c, _lane_view(x), op, root, algorithm, out, accumulate, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
     return _reduce(c, x, op, root, algorithm, out, accumulate, async_op, timeout)
@@ -723,7 +752,7 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_o
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if not async_op and sizes is None and c._lane_ready:
-        result = _gather_lane(c, x, root, algorithm, out, timeout)
+        result = _gather_lane(c, _lane_view(x), root, algorithm, out, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
 
@@ -760,7 +789,7 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if not async_op and sizes is None and c._lane_ready:
-        result = _allgather_lane(c, x, algorithm, out, timeout)
+        result = _allgather_lane(c, _lane_view(x), algorithm, out, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
 
@@ -794,7 +823,7 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, ti
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if not async_op and c._lane_ready:
-        result = _scatter_lane(c, x, root, algorithm, out, timeout)
+        result = _scatter_lane(c, _lane_view(x), root, algorithm, out, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
 
@@ -867,7 +896,7 @@ def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=
                 lambda: _reduce_scatter_args(c, x, op, "auto", accumulate),
                 lambda name: reduce_scatter(x, op, c, name, out, accumulate, False, timeout))
     if not async_op and c._lane_ready:
-        result = _mpicall.reduce_scatter(c, x, op, algorithm, out, accumulate, timeout)
+        result = _mpicall.reduce_scatter(c, _lane_view(x), op, algorithm, out, accumulate, timeout)
         if result is not None:
             return result
     return _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op, timeout)
@@ -912,11 +941,12 @@ def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=N
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if not async_op and c._lane_ready:
-        result = _mpicall.alltoall(c, x, algorithm, out, timeout)
-        if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
-                c, ("alltoall-lane", x.dtype, x.shape, algorithm),
-                lambda: _lanes.make_alltoall(c, x, algorithm)):
-            result = _mpicall.alltoall(c, x, algorithm, out, timeout)
+        xa = _lane_view(x)
+        result = _mpicall.alltoall(c, xa, algorithm, out, timeout)
+        if result is _mpicall.NOT_TAKEN and type(xa) is np.ndarray and _lanes.made(
+                c, ("alltoall-lane", xa.dtype, xa.shape, algorithm),
+                lambda: _lanes.make_alltoall(c, xa, algorithm)):
+            result = _mpicall.alltoall(c, xa, algorithm, out, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
 

@@ -677,6 +677,7 @@ def group_lane(run):
     broadcast_lane_cases(run)
     alltoall_lane_cases(run)
     entries_take_plain_calls(run)
+    array_like_lane_cases(run)
     reduce_lane_cases(run)
     overlapped_allgather_cases(run)
     allgather_lane_cases(run)
@@ -962,6 +963,84 @@ def entries_take_plain_calls(run):
             assert got is None, name
         else:
             run.check(f"{name} through its C entry", got, want)
+    run.count += 1
+
+
+class ArrayInterface:
+    """An array-like that offers only __array_interface__ (a framework's
+    CPU array, say)."""
+
+    def __init__(self, a):
+        self.a = a
+        self.__array_interface__ = a.__array_interface__
+
+
+class DLPackOnly:
+    """An array-like that offers only DLPack (JAX's CPU arrays, torch's)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kwargs):
+        return self.a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def array_like_lane_cases(run):
+    """Array-likes (__array_interface__, DLPack, the buffer protocol, torch
+    tensors when present) take the lanes through their numpy views (Note
+    [Lane views] in pycoll/api.py): once a signature's lane exists no call
+    reaches the general path, through the module functions or the
+    Communicator's methods, and the results are the plain calls'. A
+    broadcast fills and returns the caller's own object."""
+    import pycoll.api
+
+    comm, p, r = run.comm, run.p, run.r
+    if comm.transport is None or p < 2:
+        return
+    wrappers = {"array_interface": ArrayInterface, "dlpack": DLPackOnly, "memoryview": memoryview}
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        wrappers["torch"] = torch.from_numpy
+    root = p - 1
+    why = "an array-like left its lane"
+    for kind, wrap in wrappers.items():
+        for form, api in (("method", comm), ("function", pycoll.api)):
+            on = {} if form == "method" else {"comm": comm}
+            for repeat in range(3):
+                name = f"array-like lane {kind} {form} call {repeat}"
+                xs = [rank_data("float32", (p,), i, seed_of(name), Op.SUM) for i in range(p)]
+                everyone = np.concatenate(xs)
+                total = reduce_ranks(Op.SUM, xs)
+                b = xs[r].copy() if r == root else np.zeros_like(xs[r])
+                bw = wrap(b)
+                with lanes_only(("_call",), why, when=repeat):
+                    y = api.allreduce(wrap(xs[r]), algorithm="recursive_doubling", **on)
+                    z = api.reduce(wrap(xs[r]), root=root, algorithm="binomial", **on)
+                    w = api.reduce_scatter(wrap(xs[r]), algorithm="ring", **on)
+                    assert api.broadcast(bw, root=root, algorithm="binomial", **on) is bw, name
+                    g = api.gather(wrap(xs[r]), root=root, algorithm="binomial", **on)
+                    ag = api.allgather(wrap(xs[r]), algorithm="ring", **on)
+                    sc = api.scatter(wrap(everyone) if r == root else None, root=root,
+                                     algorithm="binomial", **on)
+                    a2a = api.alltoall(wrap(xs[r]), **on)
+                run.check(f"{name} allreduce", y, total)
+                run.check(f"{name} reduce_scatter", w, np.array_split(total, p)[r])
+                run.check(f"{name} broadcast", b, xs[root])
+                run.check(f"{name} allgather", ag, everyone)
+                run.check(f"{name} scatter", sc, np.array_split(everyone, p)[r])
+                run.check(f"{name} alltoall", a2a,
+                          np.concatenate([np.array_split(x, p)[r] for x in xs]))
+                if r == root:
+                    run.check(f"{name} reduce", z, total)
+                    run.check(f"{name} gather", g, everyone)
+                else:
+                    assert z is None and g is None, name
     run.count += 1
 
 
