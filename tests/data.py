@@ -12,6 +12,27 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.uint64}
 
 
+class ArrayInterface:
+    """An array-like that offers nothing but __array_interface__."""
+
+    def __init__(self, a):
+        self.a = a
+        self.__array_interface__ = a.__array_interface__
+
+
+class DLPackOnly:
+    """An array-like that offers nothing but DLPack (as JAX's CPU arrays do)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kwargs):
+        return self.a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
 def sample(dtype: str, n, rng: np.random.Generator, special: bool = False) -> np.ndarray:
     """n values of *dtype*: the full range for integers, a spread of
     magnitudes for floats; *special* mixes in NaN, +-inf and +-0.0."""

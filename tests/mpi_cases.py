@@ -23,7 +23,8 @@ import numpy as np
 from mpi4py import MPI
 
 import pycoll
-from data import ALL_DTYPES, BF16, assert_bitwise_equal, assert_same_values, bits, combine, sample
+from data import (ALL_DTYPES, BF16, ArrayInterface, DLPackOnly, assert_bitwise_equal,
+                  assert_same_values, bits, combine, sample)
 from pycoll._dtypes import BY_NAME, Op
 from pycoll._kernels.reduce import supports
 from pycoll.algorithms import ALGORITHMS, REGISTRY
@@ -964,28 +965,6 @@ def entries_take_plain_calls(run):
         else:
             run.check(f"{name} through its C entry", got, want)
     run.count += 1
-
-
-class ArrayInterface:
-    """An array-like that offers only __array_interface__ (a framework's
-    CPU array, say)."""
-
-    def __init__(self, a):
-        self.a = a
-        self.__array_interface__ = a.__array_interface__
-
-
-class DLPackOnly:
-    """An array-like that offers only DLPack (JAX's CPU arrays, torch's)."""
-
-    def __init__(self, a):
-        self.a = a
-
-    def __dlpack__(self, **kwargs):
-        return self.a.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self.a.__dlpack_device__()
 
 
 def array_like_lane_cases(run):

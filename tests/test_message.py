@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from data import assert_bitwise_equal
+from data import ArrayInterface, DLPackOnly, assert_bitwise_equal
 from pycoll import _message
 from pycoll._dtypes import BY_NAME
 
@@ -52,26 +52,9 @@ def test_buffer_protocol_and_array_interface():
     msg = _message.message(memoryview(np.arange(6, dtype=np.int32))[::2])
     assert msg.array.tolist() == [0, 2, 4]
 
-    class Interface:
-        def __init__(self, a):
-            self.a = a
-            self.__array_interface__ = a.__array_interface__
     x = base()
-    msg = _message.message(Interface(x))
+    msg = _message.message(ArrayInterface(x))
     assert np.shares_memory(msg.array, x)
-
-
-class DLPackOnly:
-    """An array that offers nothing but DLPack (as JAX's CPU arrays do)."""
-
-    def __init__(self, a):
-        self._a = a
-
-    def __dlpack__(self, **kwargs):
-        return self._a.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._a.__dlpack_device__()
 
 
 def test_dlpack_input_and_out_are_zero_copy():
