@@ -309,8 +309,8 @@ def _call(c, name: str, async_op: bool, timeout, prepare):
 # general path would make of it anyway (_message.as_array, no copy), and
 # that view goes to the lane: the lane's messages and result are the
 # general path's, so the call is the same, without its Python (at p = 2,
-# 8 B, the general path took 2-10x the lane's time: bench/NOTES.md,
-# "Array-likes on the lanes"). An out= that is not a numpy array still
+# 8 B, 1.3-9x faster than on the general path, bench/NOTES.md, "Lanes,
+# before and after"). An out= that is not a numpy array still
 # sends the call to the general path, which writes it back; a broadcast
 # returns the caller's x, which the lane filled through its view.
 
