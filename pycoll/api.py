@@ -307,12 +307,14 @@ def _call(c, name: str, async_op: bool, timeout, prepare):
 # The lanes (pycoll/_mpicall.pyx) take numpy arrays only. A CPU torch
 # tensor, a JAX array or a buffer is read through the numpy view the
 # general path would make of it anyway (_message.as_array, no copy), and
-# that view goes to the lane: the lane's messages and result are the
+# that view goes to the lane, and to the general path where the lane
+# declines (it is made once). The lane's messages and result are the
 # general path's, so the call is the same, without its Python (at p = 2,
 # 8 B, 1.3-9x faster than on the general path, bench/NOTES.md, "Lanes,
 # before and after"). An out= that is not a numpy array still
 # sends the call to the general path, which writes it back; a broadcast
-# returns the caller's x, which the lane filled through its view.
+# returns the caller's x, which the lane filled through its view (its
+# general path takes x itself: a later wait() returns it too).
 
 
 def _lane_view(x):
@@ -449,6 +451,7 @@ def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
         pycoll.allreduce(x, op=pycoll.MAX)     # both:   [2, 4]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    x = _lane_view(x)                       # Note [Lane views]
     if c._tuner is not None and algorithm == "auto" and not async_op:
         x = _array(x)
         if _tunable(c, x):
@@ -457,7 +460,7 @@ def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
                 lambda: _reduction_args("allreduce", c, x, op, "auto", accumulate),
                 lambda name: allreduce(x, op, c, name, out, accumulate, False, timeout))
     if not async_op and c._lane_ready:
-        result = _mpicall.allreduce(c, _lane_view(x), op, algorithm, out, accumulate, timeout)
+        result = _mpicall.allreduce(c, x, op, algorithm, out, accumulate, timeout)
         if result is not None:
             return result
     return _allreduce(c, x, op, algorithm, out, accumulate, async_op, timeout)
@@ -612,6 +615,7 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce(x, root=1)                # rank 0: None     rank 1: [3, 6]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    x = _lane_view(x)                       # Note [Lane views]
     if c._tuner is not None and algorithm == "auto" and not async_op:
         x = _array(x)
         if _tunable(c, x):
@@ -621,7 +625,7 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
                                         root=_check_root(root, c.size)),
                 lambda name: reduce(x, op, root, c, name, out, accumulate, False, timeout))
     if not async_op and c._lane_ready:
-        result = _mpicall.reduce(c, _lane_view(x), op, root, algorithm, out, accumulate, timeout)
+        result = _mpicall.reduce(c, x, op, root, algorithm, out, accumulate, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
     return _reduce(c, x, op, root, algorithm, out, accumulate, async_op, timeout)
@@ -751,8 +755,9 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_o
         pycoll.gather(x, root=0, sizes=[1, 2])          # rank 0: [0, 1, 1]  rank 1: None
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    x = _lane_view(x)                       # Note [Lane views]
     if not async_op and sizes is None and c._lane_ready:
-        result = _gather_lane(c, _lane_view(x), root, algorithm, out, timeout)
+        result = _gather_lane(c, x, root, algorithm, out, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
 
@@ -788,8 +793,9 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
         pycoll.allgather(x)               # both:   [0, 0, 1, 1]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    x = _lane_view(x)                       # Note [Lane views]
     if not async_op and sizes is None and c._lane_ready:
-        result = _allgather_lane(c, _lane_view(x), algorithm, out, timeout)
+        result = _allgather_lane(c, x, algorithm, out, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
 
@@ -822,8 +828,9 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, ti
         pycoll.scatter(x, root=0)                 # rank 0: [0, 1, 2]  rank 1: [3, 4]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    x = _lane_view(x)                       # Note [Lane views]
     if not async_op and c._lane_ready:
-        result = _scatter_lane(c, _lane_view(x), root, algorithm, out, timeout)
+        result = _scatter_lane(c, x, root, algorithm, out, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
 
@@ -888,6 +895,7 @@ def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce_scatter(x)          # rank 0: [0, 3]         rank 1: [6, 9]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    x = _lane_view(x)                       # Note [Lane views]
     if c._tuner is not None and algorithm == "auto" and not async_op:
         x = _array(x)
         if _tunable(c, x):
@@ -896,7 +904,7 @@ def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=
                 lambda: _reduce_scatter_args(c, x, op, "auto", accumulate),
                 lambda name: reduce_scatter(x, op, c, name, out, accumulate, False, timeout))
     if not async_op and c._lane_ready:
-        result = _mpicall.reduce_scatter(c, _lane_view(x), op, algorithm, out, accumulate, timeout)
+        result = _mpicall.reduce_scatter(c, x, op, algorithm, out, accumulate, timeout)
         if result is not None:
             return result
     return _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op, timeout)
@@ -940,13 +948,13 @@ def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=N
         pycoll.alltoall(x)                   # rank 0: [10, 20]   rank 1: [11, 21]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    x = _lane_view(x)                       # Note [Lane views]
     if not async_op and c._lane_ready:
-        xa = _lane_view(x)
-        result = _mpicall.alltoall(c, xa, algorithm, out, timeout)
-        if result is _mpicall.NOT_TAKEN and type(xa) is np.ndarray and _lanes.made(
-                c, ("alltoall-lane", xa.dtype, xa.shape, algorithm),
-                lambda: _lanes.make_alltoall(c, xa, algorithm)):
-            result = _mpicall.alltoall(c, xa, algorithm, out, timeout)
+        result = _mpicall.alltoall(c, x, algorithm, out, timeout)
+        if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
+                c, ("alltoall-lane", x.dtype, x.shape, algorithm),
+                lambda: _lanes.make_alltoall(c, x, algorithm)):
+            result = _mpicall.alltoall(c, x, algorithm, out, timeout)
         if result is not _mpicall.NOT_TAKEN:
             return result
 
