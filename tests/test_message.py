@@ -147,3 +147,35 @@ class TestTorch:
     def test_requires_grad_tensor_is_read(self, torch):
         t = torch.ones(3, requires_grad=True)
         assert _message.message(t).array.tolist() == [1.0, 1.0, 1.0]
+
+    @pytest.mark.parametrize("name", [
+        "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+        "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
+    ])
+    def test_every_dtype_is_a_zero_copy_view(self, torch, name):
+        kind = getattr(torch, name, None)
+        if kind is None:
+            pytest.skip(f"torch {torch.__version__} has no {name}")
+        t = torch.arange(12).reshape(3, 4)[1:].to(kind)
+        msg = _message.message(t)
+        assert msg.dtype.name == name and msg.shape == (2, 4) and msg.writeback is None
+        expected = np.arange(4, 12).reshape(2, 4).astype(BY_NAME[name].numpy)
+        assert_bitwise_equal(msg.array, expected)
+        msg.array[...] = 0
+        assert not t.any().item()
+
+    def test_requires_grad_out_is_written_through(self, torch):
+        out = torch.zeros(2, 3, dtype=torch.bfloat16, requires_grad=True)
+        msg = _message.output(out, (2, 3), BY_NAME["bfloat16"])
+        msg.array[...] = 1.5
+        msg.finish()
+        assert msg.writeback is None and out.detach().eq(1.5).all().item()
+
+    @pytest.mark.parametrize("make,why", [
+        (lambda torch: torch.ones(2, dtype=torch.complex64).conj(), "conjugate bit"),
+        (lambda torch: torch.ones(3).to_sparse(), "layout"),
+        (lambda torch: torch.ones(3, dtype=torch.bfloat16).to_sparse(), "layout"),
+    ])
+    def test_unreadable_tensor_is_a_type_error(self, torch, make, why):
+        with pytest.raises(TypeError, match=f"grads cannot be read through DLPack .*{why}"):
+            _message.message(make(torch), "grads")
