@@ -1629,6 +1629,8 @@ def _step_lane_call(comm, kind, x, rest, out, timeout):
 def gather(comm, x, root, algorithm, out, timeout=None):
     """The lane of a repeated, plain gather: the root's result, None
     elsewhere."""
+    if type(root) is not int:
+        return NOT_TAKEN                    # the general path checks it (Note [Equal keys], api.py)
     return _step_lane_call(comm, "gather-lane", x, (root, algorithm), out, timeout)
 
 
@@ -1639,7 +1641,7 @@ def alltoall(comm, x, algorithm, out, timeout=None):
 
 def scatter(comm, x, root, algorithm, out, timeout=None):
     """The lane of a repeated, plain scatter: this rank's block."""
-    if comm._progress._pending:
+    if type(root) is not int or comm._progress._pending:
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
     if comm.rank == root:
         if type(x) is not ndarray:
@@ -1816,7 +1818,7 @@ cdef class BroadcastLane(StagedSends):
 
 def broadcast(comm, x, root, algorithm, timeout=None):
     """The lane of a repeated, plain broadcast: x, filled."""
-    if type(x) is not ndarray or comm._progress._pending:
+    if type(x) is not ndarray or type(root) is not int or comm._progress._pending:
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
     try:
         lane = comm._plans.get(("broadcast-lane", x.dtype, x.shape, root, algorithm))
@@ -1850,7 +1852,8 @@ def allreduce(comm, x, op, algorithm, out, accumulate, timeout=None):
 def reduce(comm, x, op, root, algorithm, out, accumulate, timeout=None):
     """The lane of a repeated, plain reduce: the result on the root, None
     elsewhere."""
-    if type(x) is not ndarray or accumulate is not None or comm._progress._pending:
+    if type(x) is not ndarray or type(root) is not int or accumulate is not None \
+            or comm._progress._pending:
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
     try:
         plan = comm._plans.get(("reduce", x.dtype, x.shape, op, root, algorithm, None))

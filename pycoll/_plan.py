@@ -245,13 +245,28 @@ def _keep(c, key: tuple, algorithm, make):
     return made
 
 
-def _hashable(sizes):
+def _check_sizes(sizes, size: int):
+    """sizes= as a gather's plan is keyed by it: None, or a tuple of ints (a
+    numpy integer becomes one). Python's dicts match keys by equality, so a
+    float or bool count would otherwise find an int's plan and skip its
+    check (Note [Equal keys] in api.py)."""
     if sizes is None:
         return None
     try:
-        return tuple(sizes)
+        if isinstance(sizes, (str, bytes)) or any(isinstance(s, bool) for s in sizes):
+            raise TypeError
+        return tuple(operator.index(s) for s in sizes)
     except TypeError:
-        return sizes
+        raise ValueError(f"sizes must be a sequence of {size} ints, got {sizes!r}") from None
+
+
+def _check_exclusive(exclusive) -> bool:
+    """scan's exclusive= as its plan is keyed by it: a bool (numpy's
+    included); 0 and 1 equal False and True as keys, so they are refused
+    here, before a plan is looked up (Note [Equal keys] in api.py)."""
+    if not isinstance(exclusive, (bool, np.bool_)):
+        raise TypeError(f"exclusive must be a bool, got {type(exclusive).__name__}")
+    return bool(exclusive)
 
 
 def _array(x, name="x") -> np.ndarray:
@@ -294,7 +309,11 @@ def _check_algorithm(collective: str, algorithm) -> str:
 
 
 def _check_root(root, size: int) -> int:
+    """root as an int in [0, size): an int or numpy integer; a bool, an
+    integral float or anything else is a ValueError."""
     try:
+        if isinstance(root, bool):
+            raise TypeError
         root = operator.index(root)
     except TypeError:
         raise ValueError(f"root must be an int in [0, {size}), got {root!r}") from None
@@ -397,10 +416,7 @@ def _gather_args(collective: str, c, x: np.ndarray, algorithm, sizes, **more) ->
     if sizes is None:
         counts, total = (rows * row_bytes,) * c.size, rows * c.size
     else:
-        try:
-            sizes = [operator.index(s) for s in sizes]
-        except TypeError:
-            raise ValueError(f"sizes must be a sequence of {c.size} ints, got {sizes!r}") from None
+        sizes = _check_sizes(sizes, c.size)
         if len(sizes) != c.size or min(sizes) < 0:
             raise ValueError(f"sizes must hold {c.size} non-negative ints, got {sizes}")
         if sizes[c.rank] != rows:
@@ -452,6 +468,5 @@ def _alltoall_args(c, x, algorithm) -> CollArgs:
 
 
 def _scan_args(c, x, op, exclusive, algorithm, accumulate) -> CollArgs:
-    if not isinstance(exclusive, (bool, np.bool_)):
-        raise TypeError(f"exclusive must be a bool, got {type(exclusive).__name__}")
-    return _reduction_args("scan", c, x, op, algorithm, accumulate, exclusive=bool(exclusive))
+    return _reduction_args("scan", c, x, op, algorithm, accumulate,
+                           exclusive=_check_exclusive(exclusive))

@@ -48,10 +48,10 @@ from pycoll._header import HEADER_INLINE, HEADER_OK, WORD_BYTES
 from pycoll._p2p import Channel
 from pycoll._pieces import Pieces
 from pycoll._plan import (CollArgs, _alltoall_args, _array, _broadcast_plan, _bytes,
-                          _cached_lane, _check_algorithm, _check_root, _done, _finish,
-                          _gather_args, _hashable, _in_place, _plan, _reduce_scatter_args,
-                          _reduction_args, _result, _rows, _scan_args, _scatter_args,
-                          _send_bytes, _work_dtype)
+                          _cached_lane, _check_algorithm, _check_exclusive, _check_root,
+                          _check_sizes, _done, _finish, _gather_args, _in_place, _plan,
+                          _reduce_scatter_args, _reduction_args, _result, _rows, _scan_args,
+                          _scatter_args, _send_bytes, _work_dtype)
 from pycoll._trials import AlgorithmTuner
 from pycoll.algorithms import REGISTRY, Task
 from pycoll.errors import MismatchError
@@ -133,8 +133,9 @@ class Communicator(CommBase):
 
     def reduce(self, x, op=SUM, root=0, algorithm="auto", out=None, accumulate=None,
                async_op=False, timeout=None):
-        if self._tuner is not None or type(x) is not np.ndarray:
-            # the tuner (Note [Tuning online] in _trials.py), an array-like's view
+        if self._tuner is not None or type(x) is not np.ndarray or type(root) is not int:
+            # the tuner (Note [Tuning online] in _trials.py), an array-like's
+            # view, a root to check (Note [Equal keys])
             return reduce(x, op, root, self, algorithm, out, accumulate, async_op, timeout)
         if not async_op and self._lane_ready:
             result = _mpicall.reduce(self, x, op, root, algorithm, out, accumulate, timeout)
@@ -315,6 +316,21 @@ def _call(c, name: str, async_op: bool, timeout, prepare):
 # sends the call to the general path, which writes it back; a broadcast
 # returns the caller's x, which the lane filled through its view (its
 # general path takes x itself: a later wait() returns it too).
+
+
+# Note [Equal keys]
+# ~~~~~~~~~~~~~~~~~
+# A call's plan and lane are cached under keys that hold its arguments,
+# and Python's dicts match keys by equality: 1.0 and True equal 1 and hash
+# alike. So a root of 1.0 found the plan of root 1 and skipped the check
+# that rejects it, and ran as rank 1; so did sizes=[1.0, 2.0] after
+# [1, 2], scan's exclusive=1 after True, and a FusionManager's float ids.
+# Each such argument is made what its key expects (an int, a tuple of
+# ints, a bool; a numpy integer or bool becomes one) or refused before a
+# key holds it: the lane entries of pycoll/_mpicall.pyx take an int root
+# only, and the module functions turn any other root into an int or raise
+# (ValueError, before any message), so that a numpy integer root still
+# takes the lanes.
 
 
 def _lane_view(x):
@@ -516,6 +532,8 @@ def broadcast(x, root=0, comm=None, algorithm="auto", async_op=False, timeout=No
     root's (or is read-only) still takes part, then raises.
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    if type(root) is not int:
+        root = _check_root(root, c.size)    # Note [Equal keys]
     if not async_op and c._lane_ready:
         xa = _lane_view(x)
         done = _broadcast_lane(c, xa, root, algorithm, timeout)
@@ -615,6 +633,8 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
         pycoll.reduce(x, root=1)                # rank 0: None     rank 1: [3, 6]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    if type(root) is not int:
+        root = _check_root(root, c.size)    # Note [Equal keys]
     x = _lane_view(x)                       # Note [Lane views]
     if c._tuner is not None and algorithm == "auto" and not async_op:
         x = _array(x)
@@ -755,6 +775,8 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_o
         pycoll.gather(x, root=0, sizes=[1, 2])          # rank 0: [0, 1, 1]  rank 1: None
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    if type(root) is not int:
+        root = _check_root(root, c.size)    # Note [Equal keys]
     x = _lane_view(x)                       # Note [Lane views]
     if not async_op and sizes is None and c._lane_ready:
         result = _gather_lane(c, x, root, algorithm, out, timeout)
@@ -763,7 +785,8 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_o
 
     def prepare():
         xa = _array(x)
-        plan = _plan(c, ("gather", xa.dtype, xa.shape, root, algorithm, _hashable(sizes)),
+        key = ("gather", xa.dtype, xa.shape, root, algorithm, _check_sizes(sizes, c.size))
+        plan = _plan(c, key,
                      lambda: _gather_args("gather", c, xa, algorithm, sizes,
                                           root=_check_root(root, c.size)))
         a = plan.args
@@ -801,8 +824,8 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
 
     def prepare():
         xa = _array(x)
-        plan = _plan(c, ("allgather", xa.dtype, xa.shape, algorithm, _hashable(sizes)),
-                     lambda: _gather_args("allgather", c, xa, algorithm, sizes))
+        key = ("allgather", xa.dtype, xa.shape, algorithm, _check_sizes(sizes, c.size))
+        plan = _plan(c, key, lambda: _gather_args("allgather", c, xa, algorithm, sizes))
         a = plan.args
         result, result_data, writeback = _result(out, a.shape, a.dtype)
 
@@ -828,6 +851,8 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, ti
         pycoll.scatter(x, root=0)                 # rank 0: [0, 1, 2]  rank 1: [3, 4]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    if type(root) is not int:
+        root = _check_root(root, c.size)    # Note [Equal keys]
     x = _lane_view(x)                       # Note [Lane views]
     if not async_op and c._lane_ready:
         result = _scatter_lane(c, x, root, algorithm, out, timeout)
@@ -993,8 +1018,9 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
 
     def prepare():
         xa = _array(x)
-        plan = _plan(c, ("scan", xa.dtype, xa.shape, op, exclusive, algorithm, accumulate),
-                     lambda: _scan_args(c, xa, op, exclusive, algorithm, accumulate))
+        ex = _check_exclusive(exclusive)
+        plan = _plan(c, ("scan", xa.dtype, xa.shape, op, ex, algorithm, accumulate),
+                     lambda: _scan_args(c, xa, op, ex, algorithm, accumulate))
         a = plan.args
         empty = a.exclusive and c.rank == 0
         if not empty:

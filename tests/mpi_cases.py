@@ -589,6 +589,47 @@ def group_errors(run):
     if r == 0:
         os.write(2, f"bad-input cases: {run.count}\n".encode())
 
+    # A root that equals a cached call's int root (1.0 == True == 1) is
+    # still checked (Note [Equal keys] in api.py); a numpy integer is a root.
+    root = min(1, p - 1)
+    rooted = [("broadcast", comm.broadcast, pycoll.broadcast, lambda: f.copy(), ()),
+              ("reduce", comm.reduce, pycoll.reduce, lambda: f, ("sum",)),
+              ("gather", comm.gather, pycoll.gather, lambda: f, ()),
+              ("scatter", comm.scatter, pycoll.scatter, lambda: np.ones((p, 2), np.float32), ())]
+    for name, method, function, make, op in rooted:
+        for call in (method, lambda x, *a, **k: function(x, *a, comm=comm, **k)):
+            expected = call(make(), *op, root=root)
+            for same in (np.int64(root), np.intc(root)):
+                got = call(make(), *op, root=same)
+                assert (got is None) == (expected is None), (name, same)
+                if got is not None:
+                    run.check(f"{name} numpy root", got, expected)
+            for bad in (float(root), bool(root)):
+                snapshot = make().copy()
+                x = make()
+                expect(ValueError, f"root must be an int in [0, {p}), got {bad!r}", call, x, *op,
+                       root=bad)
+                assert np.array_equal(x, snapshot), f"{name} root={bad!r} wrote into x"
+                run.count += 1
+
+    # So are sizes= and scan's exclusive= that equal a cached call's.
+    rows = np.ones((r + 1, 2), np.float32)
+    sizes = list(range(1, p + 1))
+    for fn in (comm.allgather, lambda x, sizes: comm.gather(x, 0, sizes=sizes)):
+        expected = fn(rows, sizes=sizes)
+        got = fn(rows, sizes=np.array(sizes))
+        if got is not None:
+            run.check("gather numpy sizes", got, expected)
+        for bad in ([float(s) for s in sizes], [True] * p):
+            expect(ValueError, f"sizes must be a sequence of {p} ints", fn,
+                   rows if bad[0] is not True else rows[:1], sizes=bad)
+            run.count += 1
+    comm.scan(f, exclusive=True)
+    comm.scan(f, exclusive=np.True_)
+    for bad in (1, 0):
+        expect(TypeError, "exclusive must be a bool, got int", comm.scan, f, exclusive=bad)
+        run.count += 1
+
     # The root's bad input reaches ranks with x=None through the header.
     bad = np.array([object()]) if r == 0 else None
     exc = expect(TypeError, "root:", comm.broadcast, bad, 0)
@@ -2043,6 +2084,11 @@ def group_fusion(run):
     expect(ValueError, "fusion has 1 ids for 2 arrays", fm.allreduce, [np.ones(2), np.ones(2)], [1])
     expect(ValueError, "fusion ids must be >= 0", fm.allreduce, [np.ones(2)], [-1])
     expect(ValueError, "split_indices must increase", fm.allreduce, [np.ones(2)] * 3, None, [2, 1])
+    same = [np.ones(2), np.ones(2)]
+    fm.allreduce(same, [1, 1])              # then ids equal to these, not ints
+    expect(TypeError, "fusion must be a sequence of ints", fm.allreduce, same, [1.0, 1.0])
+    fm.allreduce(same, None, [1])
+    expect(TypeError, "split_indices must be a sequence of ints", fm.allreduce, same, None, [1.0])
     expect(TypeError, "AVG needs a floating", FusionManager(op=Op.AVG, comm=comm).allreduce,
            [np.ones(2, np.int32)])
     ro = np.ones(3)

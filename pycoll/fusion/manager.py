@@ -75,6 +75,7 @@ would make on the flat buffer.
 from __future__ import annotations
 
 import collections
+import operator
 import time
 from typing import NamedTuple
 
@@ -609,8 +610,16 @@ def _cut(buf, members, layout) -> list:
 
 
 def _frozen(values):
-    """A list argument (fusion ids, split indices) as a comparable tuple."""
-    return None if values is None else tuple(values)
+    """A list argument (fusion ids, split indices) as a comparable tuple of
+    ints; TypeError for anything else. (A tuple of floats would compare
+    equal to the last call's ints, and skip assign_buckets' checks: Note
+    [Equal keys] in api.py.)"""
+    if values is None:
+        return None
+    frozen = tuple(values)
+    if all(type(v) is int for v in frozen):
+        return frozen
+    return tuple(operator.index(v) for v in frozen)
 
 
 def _block_bytes(a: np.ndarray, p: int, j: int) -> int:
