@@ -35,6 +35,23 @@ def data_rows(text):
     return rows
 
 
+def test_cli_every_dtype_and_redop():
+    """-d all -o all: native runs MPI's logical ops on bool (MPI defines no
+    SUM there), complex AVG is checked against a component-wise division
+    (as pycoll divides), and complex128 keeps its own column."""
+    proc = launch(3, ["-m", "pycoll.bench", "all", "-b", "8", "-e", "64", "-f", "8", "-n", "1",
+                      "-w", "1", "-a", "native,auto", "-d", "all", "-o", "all"], timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "# Out of bounds values : 0 OK" in proc.stdout
+    rows = data_rows(proc.stdout)
+    assert rows and all(len(r) == ROW_FIELDS for r in rows), [r for r in rows if len(r) != ROW_FIELDS][:3]
+    assert all(r[9] in ("0", "n/a") and r[14] in ("0", "n/a") for r in rows)
+    native_bool = {r[3] for r in rows if r[2] == "bool" and r[3] != "none" and r[5] == "native"
+                   and r[6] != "n/a"}
+    assert native_bool == {"sum", "prod", "max", "min", "band", "bor", "bxor"}, native_bool
+    assert any(r[2] == "complex128" and r[3] == "avg" for r in rows)
+
+
 @pytest.mark.parametrize("p", [1, 2, 3])
 def test_cli_sweep_every_op_and_algorithm(tmp_path, p):
     out = tmp_path / "run.json"

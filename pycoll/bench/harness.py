@@ -199,7 +199,7 @@ class Table:
     the ratio of busbw to native's.
     """
 
-    CASE = [("size", "(B)", 12), ("count", "(elements)", 11), ("type", "", 9), ("redop", "", 6),
+    CASE = [("size", "(B)", 12), ("count", "(elements)", 11), ("type", "", 11), ("redop", "", 6),
             ("root", "", 5), ("algorithm", "", 19)]
     GROUP = [("time", "(us)", 10), ("algbw", "(GB/s)", 7), ("busbw", "(GB/s)", 7),
              ("#wrong", "", 7), ("vs native", "", 10)]

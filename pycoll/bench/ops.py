@@ -53,7 +53,14 @@ def reduce_values(dtype, n: int, p: int, op: Op) -> np.ndarray:
     if op is Op.AVG:
         # pycoll divides once in the dtype (float32 for the half types)
         work = np.dtype(F32) if dt.name in ("float16", "bfloat16") else dt
-        return (acc.astype(work) / work.type(p)).astype(dt)
+        acc = acc.astype(work)
+        if dt.kind == "c":
+            # component-wise, as pycoll divides: numpy's complex division by
+            # p + 0j rounds differently (5 / 3 -> 1.6666667 in complex64)
+            out = np.empty_like(acc)
+            out.real, out.imag = acc.real / acc.real.dtype.type(p), acc.imag / acc.imag.dtype.type(p)
+            return out
+        return (acc / work.type(p)).astype(dt)
     return acc.astype(dt)
 
 
@@ -144,7 +151,7 @@ class AllReduce(Spec):
 
     def native(self, b, mpi, MPI, inplace):
         mpi.Allreduce(MPI.IN_PLACE if inplace else b.send, b.send if inplace else b.recv,
-                      op=MPI_OPS(MPI)[b.redop])
+                      op=mpi_op(MPI, b))
 
     def native_supported(self, dtype, redop):
         return native_reducible(dtype, redop)
@@ -167,9 +174,9 @@ class Reduce(AllReduce):
     def native(self, b, mpi, MPI, inplace):
         if inplace:
             send = MPI.IN_PLACE if b.rank == b.root else b.send
-            mpi.Reduce(send, b.send, op=MPI_OPS(MPI)[b.redop], root=b.root)
+            mpi.Reduce(send, b.send, op=mpi_op(MPI, b), root=b.root)
         else:
-            mpi.Reduce(b.send, b.recv, op=MPI_OPS(MPI)[b.redop], root=b.root)
+            mpi.Reduce(b.send, b.recv, op=mpi_op(MPI, b), root=b.root)
 
 
 class Broadcast(AllReduce):
@@ -248,7 +255,7 @@ class ReduceScatter(Spec):
         comm.reduce_scatter(b.send, b.redop, algorithm=algorithm, out=b.recv)
 
     def native(self, b, mpi, MPI, inplace):
-        mpi.Reduce_scatter_block(b.send, b.recv, op=MPI_OPS(MPI)[b.redop])
+        mpi.Reduce_scatter_block(b.send, b.recv, op=mpi_op(MPI, b))
 
     def native_supported(self, dtype, redop):
         return native_reducible(dtype, redop)
@@ -309,9 +316,16 @@ def _bytes(a: np.ndarray) -> np.ndarray:
     return a.view(np.uint8)
 
 
-def MPI_OPS(MPI) -> dict:
+def mpi_op(MPI, b):
+    """The MPI op that computes b.redop on b's dtype. MPI defines only its
+    logical ops on C bool, and pycoll's bool ops are numpy's (SUM and MAX
+    are OR, PROD and MIN are AND): those map to MPI.LOR, MPI.LAND, and BXOR
+    to MPI.LXOR."""
+    if np.dtype(b.dtype) == np.bool_:
+        return {Op.SUM: MPI.LOR, Op.MAX: MPI.LOR, Op.BOR: MPI.LOR, Op.PROD: MPI.LAND,
+                Op.MIN: MPI.LAND, Op.BAND: MPI.LAND, Op.BXOR: MPI.LXOR}[b.redop]
     return {Op.SUM: MPI.SUM, Op.PROD: MPI.PROD, Op.MAX: MPI.MAX, Op.MIN: MPI.MIN,
-            Op.BAND: MPI.BAND, Op.BOR: MPI.BOR, Op.BXOR: MPI.BXOR}
+            Op.BAND: MPI.BAND, Op.BOR: MPI.BOR, Op.BXOR: MPI.BXOR}[b.redop]
 
 
 def native_reducible(dtype, redop: Op) -> bool:
