@@ -41,7 +41,7 @@ import numpy as np
 
 from pycoll import _header, _lanes, _message, _mpicall, tuning
 from pycoll._comm import CommBase, Settings
-from pycoll._dtypes import BY_NAME, DType, Op, op_of
+from pycoll._dtypes import BY_NAME, DType, Op, dtype_of, op_of
 from pycoll._kernels.reduce import convert, scale
 from pycoll._mpi import mpi
 from pycoll._header import HEADER_INLINE, HEADER_OK, WORD_BYTES
@@ -369,6 +369,7 @@ def _lane_deadline(c, timeout) -> float:
 
 
 RECORD_BYTES = 512
+ANY = "<any>"       # a record's value that a rank does not know, equal to every value
 _AGREE_KEY = ("allreduce", np.dtype(np.int64), (2,), Op.MAX, "recursive_doubling", None)
 
 
@@ -429,6 +430,9 @@ def _disagree(c, record: dict, text: str, deadline, mine) -> None:
     REGISTRY["allgather"]["bruck"].run(Task(channel, c.rank, c.size, send=None, out=buf, counts=counts))
     records = {r: json.loads(bytes(buf[r * RECORD_BYTES:(r + 1) * RECORD_BYTES]).rstrip(b"\0").decode())
                for r in range(c.size)}
+    if all(len({json.dumps(rec.get(k)) for rec in records.values() if rec.get(k) != ANY}) <= 1
+           for k in {k for rec in records.values() for k in rec}):
+        return                                  # equal where every rank knows the value
     if mine is not None and all(rec == records[c.rank] or "error" not in rec for rec in records.values()):
         return                                  # only this rank erred: the caller raises its own error
     fields = sorted({k for rec in records.values() for k in rec})
@@ -561,8 +565,33 @@ def _broadcast(c, x, root, algorithm, async_op, timeout):
                 return x
             dtype, shape, inline = _header.exchange(c, r, None, deadline, "broadcast")
             return _broadcast_receive(c, x, r, alg, dtype, shape, deadline, inline)
-        return {"collective": "broadcast", "root": r, "algorithm": alg}, run
+        record = {"collective": "broadcast", "root": r, "algorithm": alg}
+        if _checks_on(c):
+            record.update(_broadcast_array_record(c, x, msg, c.rank == r))
+        return record, run
     return _call(c, "broadcast", async_op, timeout, prepare)
+
+
+def _broadcast_array_record(c, x, msg, root: bool) -> dict:
+    """Checks mode: a broadcast's dtype and shape as this rank holds them,
+    for _agree, which then finds a non-root x that does not match the
+    root's on every rank, not only on that one. The root's come from its
+    message (ANY when its x is bad: the header carries that error); a
+    rank passing x=None has ANY, which matches every value. A read-only x
+    off the root is this rank's own error (ValueError, before any message)."""
+    if root:
+        return {"dtype": ANY, "shape": ANY} if msg is None else {
+            "dtype": msg.dtype.name, "shape": list(msg.shape)}
+    if x is None:
+        return {"dtype": ANY, "shape": ANY}
+    try:
+        array = _message.as_array(x)
+        dtype = dtype_of(array.dtype, "x").name
+    except (TypeError, ValueError):
+        return {"dtype": ANY, "shape": ANY}   # x itself is refused once the header is in
+    if not array.flags.writeable:
+        raise ValueError("x is read-only; broadcast is in place on every rank")
+    return {"dtype": dtype, "shape": list(array.shape)}
 
 
 def _writable(x) -> None:

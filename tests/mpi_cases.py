@@ -2322,6 +2322,22 @@ def group_checks(run):
                 expect(pycoll.MismatchError, "collective", comm.broadcast, np.ones(2), 0)
             # allgather without sizes: axis-0 lengths must agree
             expect(pycoll.MismatchError, "shape", comm.allgather, np.ones(1 + (r == 0)))
+            # broadcast: an x off the root that does not match the root's,
+            # or is read-only, on every rank; x=None matches anything
+            exc = expect(pycoll.MismatchError, "ranks disagree about broadcast", comm.broadcast,
+                         np.ones(3 + (r == p - 1)), 0)
+            assert "shape=[4]" in str(exc) and "shape=[3]" in str(exc)
+            expect(pycoll.MismatchError, "dtype", comm.broadcast,
+                   np.ones(2, np.float32 if r == p - 1 else np.float64), 0)
+            ro = np.ones(2)
+            ro.setflags(write=False)
+            if r == p - 1:
+                expect(ValueError, "x is read-only", comm.broadcast, ro, 0)
+            else:
+                expect(pycoll.MismatchError, "x is read-only", comm.broadcast, np.ones(2), 0)
+            for x in (None, np.zeros(3)):
+                y = comm.broadcast(np.arange(3.0) if r == 0 else (None if r % 2 else x), 0)
+                run.check("checked broadcast", y, np.arange(3.0))
             # an error only one rank can see (its own out) reaches every rank
             out = np.zeros(5 if r == p - 1 else 4)
             if r == p - 1:
