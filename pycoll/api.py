@@ -901,8 +901,26 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, ti
             if own is not None:
                 return _scatter_own(c, r, alg, dtype, shape, own, out)
             return _scatter_data(c, r, alg, dtype, shape, msg, out, deadline)
-        return {"collective": "scatter", "root": r, "algorithm": alg}, run
+        record = {"collective": "scatter", "root": r, "algorithm": alg}
+        return record, (_agreed_after(c, "scatter", run) if _checks_on(c) else run)
     return _call(c, "scatter", async_op, timeout, prepare)
+
+
+def _agreed_after(c, name: str, run):
+    """Checks mode, for scatter, whose ranks learn what their out must be
+    only from the root's header: run, then agree on whether a rank's own
+    argument raised (it takes part first, so that the others finish), so
+    that the error reaches every rank as a MismatchError."""
+    def checked(deadline):
+        try:
+            result = run(deadline)
+        except (TypeError, ValueError) as exc:
+            _agree(c, {"collective": name, "after": f"{type(exc).__name__}: {exc}"}, deadline,
+                   mine=exc)
+            raise
+        _agree(c, {"collective": name, "after": "ok"}, deadline)
+        return result
+    return checked
 
 
 def _scatter_own(c, r, alg, dtype, shape, own, out):

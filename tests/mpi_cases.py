@@ -2338,6 +2338,17 @@ def group_checks(run):
             for x in (None, np.zeros(3)):
                 y = comm.broadcast(np.arange(3.0) if r == 0 else (None if r % 2 else x), 0)
                 run.check("checked broadcast", y, np.arange(3.0))
+            # scatter: a rank learns its out's shape from the header; its
+            # error reaches every rank after the call
+            x = np.arange(2.0 * p).reshape(p, 2)
+            out = np.zeros((2, 1) if r == p - 1 else (1, 2))
+            if r == p - 1:
+                expect(ValueError, "out has shape (2, 1), expected (1, 2)", comm.scatter, x, 0,
+                       "auto", out)
+            else:
+                expect(pycoll.MismatchError, "out has shape (2, 1)", comm.scatter,
+                       x if r == 0 else None, 0, "auto", out)
+            run.check("checked scatter", comm.scatter(x if r == 0 else None, 0), x[r:r + 1])
             # an error only one rank can see (its own out) reaches every rank
             out = np.zeros(5 if r == p - 1 else 4)
             if r == p - 1:
