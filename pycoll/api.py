@@ -860,10 +860,21 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
 
         def run(deadline):
             # The algorithm puts this rank's block in place (_shape.own_block).
-            plan.run(send=_send_bytes(c, a, xa), out=result_data, deadline=deadline)
+            send = _send_bytes(c, a, xa)
+            if np.may_share_memory(send, result_data) and not _own_block(a, c.rank, send, result_data):
+                send = send.copy()          # out overlaps x elsewhere: blocks land before x leaves
+            plan.run(send=send, out=result_data, deadline=deadline)
             return _done(result, result_data, writeback, out)
         return _gather_record("allgather", xa, sizes, algorithm), run
     return _call(c, "allgather", async_op, timeout, prepare)
+
+
+def _own_block(a: CollArgs, rank: int, send, out) -> bool:
+    """Whether send is exactly this rank's block of out (an allgather in
+    place, as MPI_IN_PLACE has it)."""
+    lo = sum(a.counts[:rank])
+    return len(send) == a.counts[rank] and (
+        send.__array_interface__["data"][0] == out[lo:].__array_interface__["data"][0])
 
 
 def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, timeout=None):
@@ -998,6 +1009,8 @@ def _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op=False, timeou
                 return result
             send = _send_bytes(c, a, xa)
             mine = result_data if a.dtype is a.result else c.scratch("block", a.counts[c.rank])
+            if np.may_share_memory(send, mine):
+                send = send.copy()          # out overlaps x: partials land before x is read
             plan.run(send=send, data=c.scratch("output", sum(a.counts)), out=mine, deadline=deadline)
             _finish(a, mine, result_data, c.size)
             return _done(result, result_data, writeback, out)

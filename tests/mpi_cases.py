@@ -722,6 +722,7 @@ def group_lane(run):
     array_like_lane_cases(run)
     reduce_lane_cases(run)
     overlapped_allgather_cases(run)
+    partial_overlap_cases(run)
     allgather_lane_cases(run)
     gather_lane_cases(run)
     scatter_lane_cases(run)
@@ -1671,6 +1672,43 @@ def overlapped_allgather_cases(run):
             out[lo:hi] = mine
             comm.allgather(out[lo:hi], algorithm=algo, sizes=rows, out=out)
             run.check(name + " in place", out, full)
+    run.count += 1
+
+
+def partial_overlap_cases(run):
+    """An out that overlaps x without being x (nor, for allgather, x's own
+    block): every collective with an out= reads x as it was, on the lanes
+    (which decline the call) and the general path alike, by every
+    algorithm; x lies a few elements into the buffer, as numpy lets views
+    do."""
+    comm, p, r = run.comm, run.p, run.r
+    tot = p * (p + 1) / 2
+    for n in (5, 3 * p, 20000):                     # fewer elements than ranks too
+        for algo in ("auto", *ALGORITHMS["allreduce"]):
+            for shift in (3, -3):
+                buf = np.arange(n + 3, dtype=np.float64) * (r + 1)
+                x, out = (buf[:n], buf[3:]) if shift > 0 else (buf[3:], buf[:n])
+                want = np.arange(n + 3, dtype=np.float64)[:n if shift > 0 else None][-n:] * tot
+                y = comm.allreduce(x, algorithm=algo, out=out)
+                run.check(f"allreduce {algo} out {shift:+d} from x, n={n}", y, want)
+        for algo in ("auto", *ALGORITHMS["reduce_scatter"]):
+            for _ in range(2):
+                buf = np.arange(n * p + 3, dtype=np.float64) * (r + 1)
+                block = np.array_split(np.arange(n * p, dtype=np.float64) * tot, p)[r]
+                y = comm.reduce_scatter(buf[:n * p], algorithm=algo, out=buf[3:3 + len(block)])
+                run.check(f"reduce_scatter {algo} out overlaps x, n={n}", y, block)
+        for algo in ("auto", *ALGORITHMS["allgather"]):
+            for _ in range(2):
+                buf = np.arange(n * p + 3, dtype=np.float64) + 1e5 * r
+                y = comm.allgather(buf[:n], algorithm=algo, out=buf[3:3 + n * p])
+                want = np.concatenate([np.arange(n, dtype=np.float64) + 1e5 * i for i in range(p)])
+                run.check(f"allgather {algo} out overlaps x, n={n}", y, want)
+        for _ in range(2):
+            buf = np.arange(n * p + 3, dtype=np.float64) + 1e5 * r
+            y = comm.alltoall(buf[:n * p], out=buf[3:3 + n * p])
+            want = np.concatenate([np.array_split(np.arange(n * p, dtype=np.float64) + 1e5 * i, p)[r]
+                                   for i in range(p)])
+            run.check(f"alltoall out overlaps x, n={n}", y, want)
     run.count += 1
 
 
