@@ -958,7 +958,10 @@ def _scatter_data(c, r, alg, dtype, shape, msg, out, deadline):
     except (TypeError, ValueError) as exc:
         problem = exc
         result, result_data, writeback = _result(None, a.shape, dtype)
-    plan.run(send=None if msg is None else msg.data, out=result_data, deadline=deadline)
+    send = None if msg is None else msg.data
+    if send is not None and np.may_share_memory(send, result_data):
+        send = send.copy()          # the root's out overlaps x: its block lands before others leave
+    plan.run(send=send, out=result_data, deadline=deadline)
     if problem is not None:
         raise problem
     return _done(result, result_data, writeback, out)
@@ -1088,6 +1091,8 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
 
         def run(deadline):
             send = _send_bytes(c, a, xa)
+            if not empty and np.may_share_memory(send, result_data):
+                send = send.copy()          # out is or overlaps x: partials land before x is read
             data = c.scratch("output", a.n)
             if empty:
                 plan.run(send=send, data=data, out=c.scratch("block", a.n), deadline=deadline)

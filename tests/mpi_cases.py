@@ -1709,6 +1709,30 @@ def partial_overlap_cases(run):
             want = np.concatenate([np.array_split(np.arange(n * p, dtype=np.float64) + 1e5 * i, p)[r]
                                    for i in range(p)])
             run.check(f"alltoall out overlaps x, n={n}", y, want)
+        for algo in ("auto", *ALGORITHMS["gather"]):
+            for _ in range(2):
+                buf = np.arange(n * p + 3, dtype=np.float64) + 1e5 * r
+                y = comm.gather(buf[:n], algorithm=algo, out=buf[3:3 + n * p] if r == 0 else None)
+                if r == 0:
+                    want = np.concatenate([np.arange(n, dtype=np.float64) + 1e5 * i for i in range(p)])
+                    run.check(f"gather {algo} out overlaps x, n={n}", y, want)
+                buf = np.arange(n * p + 3, dtype=np.float64)
+                y = comm.scatter(buf[:n * p] if r == 0 else None, algorithm=algo, out=buf[3:3 + n])
+                run.check(f"scatter {algo} out overlaps x, n={n}", y,
+                          np.arange(n * p, dtype=np.float64)[r * n:(r + 1) * n])
+        for algo in ("auto", *ALGORITHMS["reduce"]):
+            buf = np.arange(n + 3, dtype=np.float64) * (r + 1)
+            y = comm.reduce(buf[:n], algorithm=algo, out=buf[3:] if r == 0 else None)
+            if r == 0:
+                run.check(f"reduce {algo} out overlaps x, n={n}", y, np.arange(n, dtype=np.float64) * tot)
+        for algo in ("auto", *ALGORITHMS["scan"]):
+            for exclusive in (False, True):
+                buf = np.arange(n + 3, dtype=np.float64) * (r + 1)
+                y = comm.scan(buf[3:], algorithm=algo, out=buf[:n], exclusive=exclusive)
+                k = r if exclusive else r + 1
+                if k:
+                    run.check(f"scan {algo} exclusive={exclusive} out overlaps x, n={n}", y,
+                              np.arange(3, n + 3, dtype=np.float64) * k * (k + 1) / 2)
     run.count += 1
 
 
