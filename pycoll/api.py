@@ -54,6 +54,7 @@ from pycoll._plan import (CollArgs, _alltoall_args, _array, _broadcast_plan, _by
                           _scatter_args, _send_bytes, _work_dtype)
 from pycoll._trials import AlgorithmTuner
 from pycoll.algorithms import REGISTRY, Task
+from pycoll.algorithms._shape import same_bytes
 from pycoll.errors import MismatchError
 
 SUM, PROD, MAX, MIN, AVG = Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.AVG
@@ -861,20 +862,14 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
         def run(deadline):
             # The algorithm puts this rank's block in place (_shape.own_block).
             send = _send_bytes(c, a, xa)
-            if np.may_share_memory(send, result_data) and not _own_block(a, c.rank, send, result_data):
+            lo = sum(a.counts[:c.rank])
+            if np.may_share_memory(send, result_data) \
+                    and not same_bytes(send, result_data[lo:lo + a.counts[c.rank]]):
                 send = send.copy()          # out overlaps x elsewhere: blocks land before x leaves
             plan.run(send=send, out=result_data, deadline=deadline)
             return _done(result, result_data, writeback, out)
         return _gather_record("allgather", xa, sizes, algorithm), run
     return _call(c, "allgather", async_op, timeout, prepare)
-
-
-def _own_block(a: CollArgs, rank: int, send, out) -> bool:
-    """Whether send is exactly this rank's block of out (an allgather in
-    place, as MPI_IN_PLACE has it)."""
-    lo = sum(a.counts[:rank])
-    return len(send) == a.counts[rank] and (
-        send.__array_interface__["data"][0] == out[lo:].__array_interface__["data"][0])
 
 
 def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, timeout=None):

@@ -116,7 +116,11 @@ def own_block(t, lo: int, n: int) -> tuple:
     not), during their first step (Channel.sendrecv_copying)."""
     own = t.out[lo:lo + n]
     send = t.send
-    if send is None or (len(send) == n and send.__array_interface__["data"][0]
-                        == own.__array_interface__["data"][0]):
+    if send is None or same_bytes(send, own):
         return own, None
     return send, own
+
+
+def same_bytes(a, b) -> bool:
+    """Whether byte views a and b are the same memory (start and length)."""
+    return len(a) == len(b) and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
