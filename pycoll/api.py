@@ -32,8 +32,10 @@ Conventions shared by every collective (DESIGN.md, "Public API"):
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 import json
+import numbers
 import threading
 import time
 
@@ -272,10 +274,14 @@ def _checks_on(c) -> bool:
 
 
 def _timeout(c, timeout):
-    """The call's timeout in seconds (argument, else PYCOLL_TIMEOUT), or None."""
+    """The call's timeout in seconds (argument, else PYCOLL_TIMEOUT), or None.
+    Any real number of seconds (a numpy scalar too, not a bool), or a
+    datetime.timedelta as torch.distributed takes."""
     if timeout is None:
         return c.settings.timeout
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+    if isinstance(timeout, datetime.timedelta):
+        timeout = timeout.total_seconds()
+    elif isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, numbers.Real):
         raise TypeError(f"timeout must be a number of seconds, got {type(timeout).__name__}")
     if not timeout >= 0:
         raise ValueError(f"timeout must be >= 0 seconds, got {timeout}")

@@ -612,6 +612,17 @@ def group_errors(run):
                 assert np.array_equal(x, snapshot), f"{name} root={bad!r} wrote into x"
                 run.count += 1
 
+    # A timeout is any real number of seconds, or a timedelta (torch's)
+    import datetime
+    for seconds in (np.float32(60), np.int64(60), datetime.timedelta(minutes=1), 60):
+        for algorithm in ("auto", "rabenseifner"):          # a lane, the general path
+            y = comm.allreduce(f, algorithm=algorithm, timeout=seconds)
+            run.check(f"timeout={seconds!r}", y, f * p)
+    expect(TypeError, "timeout must be a number of seconds, got bool", comm.allreduce, f,
+           timeout=np.True_)
+    expect(ValueError, "timeout must be >= 0 seconds, got -1.0", comm.allreduce, f,
+           timeout=datetime.timedelta(seconds=-1))
+
     # So are sizes= and scan's exclusive= that equal a cached call's.
     rows = np.ones((r + 1, 2), np.float32)
     sizes = list(range(1, p + 1))
