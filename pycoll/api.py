@@ -36,6 +36,7 @@ import datetime
 import hashlib
 import json
 import numbers
+import operator
 import threading
 import time
 
@@ -334,10 +335,22 @@ def _call(c, name: str, async_op: bool, timeout, prepare):
 # [1, 2], scan's exclusive=1 after True, and a FusionManager's float ids.
 # Each such argument is made what its key expects (an int, a tuple of
 # ints, a bool; a numpy integer or bool becomes one) or refused before a
-# key holds it: the lane entries of pycoll/_mpicall.pyx take an int root
-# only, and the module functions turn any other root into an int or raise
-# (ValueError, before any message), so that a numpy integer root still
-# takes the lanes.
+# key holds it, inside prepare() (so that in checks mode a rank's bad
+# argument reaches every rank). The lane entries of pycoll/_mpicall.pyx
+# take an int root only; the module functions turn a numpy integer root
+# into an int first (_index_root), so that it takes the lanes too, and
+# leave any other root to prepare()'s check.
+
+
+def _index_root(root):
+    """A numpy integer root as an int (Note [Equal keys]); any other root
+    unchanged, for prepare() to check."""
+    if isinstance(root, (bool, np.bool_)):
+        return root
+    try:
+        return operator.index(root)
+    except TypeError:
+        return root
 
 
 def _lane_view(x):
@@ -544,7 +557,7 @@ def broadcast(x, root=0, comm=None, algorithm="auto", async_op=False, timeout=No
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if type(root) is not int:
-        root = _check_root(root, c.size)    # Note [Equal keys]
+        root = _index_root(root)            # Note [Equal keys]
     if not async_op and c._lane_ready:
         xa = _lane_view(x)
         done = _broadcast_lane(c, xa, root, algorithm, timeout)
@@ -635,6 +648,8 @@ def _broadcast_receive(c, x, r, alg, dtype, shape, deadline, inline=None):
 def _broadcast_lane(c, x, root, algorithm, timeout):
     """A plain broadcast of a numpy array on its lane: x, filled; NOT_TAKEN
     (nothing sent) for any call the lane does not take."""
+    if type(root) is not int:
+        return _mpicall.NOT_TAKEN           # prepare() checks it (Note [Equal keys])
     done = _mpicall.broadcast(c, x, root, algorithm, timeout)
     if done is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
             c, ("broadcast-lane", x.dtype, x.shape, root, algorithm),
@@ -670,15 +685,15 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if type(root) is not int:
-        root = _check_root(root, c.size)    # Note [Equal keys]
+        root = _index_root(root)            # Note [Equal keys]
     x = _lane_view(x)                       # Note [Lane views]
     if c._tuner is not None and algorithm == "auto" and not async_op:
         x = _array(x)
         if _tunable(c, x):
+            r = _check_root(root, c.size)
             return c._tuner.call(
-                ("reduce", x.dtype, x.shape, op_of(op), accumulate, root),
-                lambda: _reduction_args("reduce", c, x, op, "auto", accumulate,
-                                        root=_check_root(root, c.size)),
+                ("reduce", x.dtype, x.shape, op_of(op), accumulate, r),
+                lambda: _reduction_args("reduce", c, x, op, "auto", accumulate, root=r),
                 lambda name: reduce(x, op, root, c, name, out, accumulate, False, timeout))
     if not async_op and c._lane_ready:
         result = _mpicall.reduce(c, x, op, root, algorithm, out, accumulate, timeout)
@@ -690,9 +705,9 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
 def _reduce(c, x, op, root, algorithm, out, accumulate, async_op=False, timeout=None):
     def prepare():
         xa = _array(x)
-        plan = _plan(c, ("reduce", xa.dtype, xa.shape, op, root, algorithm, accumulate),
-                     lambda: _reduction_args("reduce", c, xa, op, algorithm, accumulate,
-                                             root=_check_root(root, c.size)))
+        r = _check_root(root, c.size)
+        plan = _plan(c, ("reduce", xa.dtype, xa.shape, op, r, algorithm, accumulate),
+                     lambda: _reduction_args("reduce", c, xa, op, algorithm, accumulate, root=r))
         a = plan.args
         if c.rank == a.root:
             result, result_data, writeback = _result(out, a.shape, a.result)
@@ -735,6 +750,8 @@ def _gather_lane(c, x, root, algorithm, out, timeout):
     """A plain gather of a numpy array on its lane: the root's result or
     None elsewhere; NOT_TAKEN (nothing sent) for any call the lane does not
     take."""
+    if type(root) is not int:
+        return _mpicall.NOT_TAKEN           # prepare() checks it (Note [Equal keys])
     result = _mpicall.gather(c, x, root, algorithm, out, timeout)
     if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
             c, ("gather-lane", x.dtype, x.shape, root, algorithm),
@@ -749,6 +766,8 @@ def _scatter_lane(c, x, root, algorithm, out, timeout):
     in a segment. This rank's block, or
     NOT_TAKEN (nothing sent) for any call the lane does not take; past the
     header, a call the data lane declines continues on the general path."""
+    if type(root) is not int:
+        return _mpicall.NOT_TAKEN           # prepare() checks it (Note [Equal keys])
     result = _mpicall.scatter(c, x, root, algorithm, out, timeout)
     if result is not _mpicall.NOT_TAKEN:
         return result
@@ -812,7 +831,7 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_o
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if type(root) is not int:
-        root = _check_root(root, c.size)    # Note [Equal keys]
+        root = _index_root(root)            # Note [Equal keys]
     x = _lane_view(x)                       # Note [Lane views]
     if not async_op and sizes is None and c._lane_ready:
         result = _gather_lane(c, x, root, algorithm, out, timeout)
@@ -821,10 +840,9 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_o
 
     def prepare():
         xa = _array(x)
-        key = ("gather", xa.dtype, xa.shape, root, algorithm, _check_sizes(sizes, c.size))
-        plan = _plan(c, key,
-                     lambda: _gather_args("gather", c, xa, algorithm, sizes,
-                                          root=_check_root(root, c.size)))
+        r = _check_root(root, c.size)
+        key = ("gather", xa.dtype, xa.shape, r, algorithm, _check_sizes(sizes, c.size))
+        plan = _plan(c, key, lambda: _gather_args("gather", c, xa, algorithm, sizes, root=r))
         a = plan.args
         if c.rank == a.root:
             result, result_data, writeback = _result(out, a.shape, a.dtype)
@@ -893,7 +911,7 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, ti
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if type(root) is not int:
-        root = _check_root(root, c.size)    # Note [Equal keys]
+        root = _index_root(root)            # Note [Equal keys]
     x = _lane_view(x)                       # Note [Lane views]
     if not async_op and c._lane_ready:
         result = _scatter_lane(c, x, root, algorithm, out, timeout)

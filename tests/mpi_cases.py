@@ -2411,6 +2411,17 @@ def group_checks(run):
             for x in (None, np.zeros(3)):
                 y = comm.broadcast(np.arange(3.0) if r == 0 else (None if r % 2 else x), 0)
                 run.check("checked broadcast", y, np.arange(3.0))
+            # a root that is not an int, on one rank: its ValueError, and a
+            # MismatchError on the others (not a wait for that rank)
+            for name, call in (("reduce", lambda root: comm.reduce(np.ones(2), root=root)),
+                               ("gather", lambda root: comm.gather(np.ones(2), root=root)),
+                               ("broadcast", lambda root: comm.broadcast(np.ones(2), root=root)),
+                               ("scatter", lambda root: comm.scatter(np.ones((p, 2)), root=root))):
+                call(0)                             # a cached plan of root 0 first
+                if r == p - 1:
+                    expect(ValueError, "root must be an int in [0", call, 0.0)
+                else:
+                    expect(pycoll.MismatchError, "root must be an int", call, 0)
             # scatter: a rank learns its out's shape from the header; its
             # error reaches every rank after the call
             x = np.arange(2.0 * p).reshape(p, 2)
