@@ -294,14 +294,15 @@ def _call(c, name: str, async_op: bool, timeout, prepare):
     before any message, unless checks mode must first tell the other ranks)
     and returns (record, run); run(deadline) is queued or called in issue
     order (Note [Issue order] in _async.py)."""
-    seconds = _timeout(c, timeout)
     if not _checks_on(c):
+        seconds = _timeout(c, timeout)
         record, run = prepare()
         return c._progress.call(lambda: run(_deadline(seconds)), name, async_op)
 
     def checked():
-        deadline = _deadline(seconds)
+        deadline = None                 # a bad timeout is this rank's error, shared untimed
         try:
+            deadline = _deadline(_timeout(c, timeout))
             record, run = prepare()
         except (TypeError, ValueError) as exc:
             _agree(c, {"collective": name, "error": f"{type(exc).__name__}: {exc}"}, deadline, mine=exc)

@@ -2422,6 +2422,13 @@ def group_checks(run):
                     expect(ValueError, "root must be an int in [0", call, 0.0)
                 else:
                     expect(pycoll.MismatchError, "root must be an int", call, 0)
+            # so is a bad timeout on one rank
+            if r == p - 1:
+                expect(ValueError, "timeout must be >= 0 seconds", comm.allreduce, np.ones(2),
+                       timeout=-1)
+            else:
+                expect(pycoll.MismatchError, "timeout must be >= 0 seconds", comm.allreduce,
+                       np.ones(2), timeout=60)
             # scatter: a rank learns its out's shape from the header; its
             # error reaches every rank after the call
             x = np.arange(2.0 * p).reshape(p, 2)
