@@ -141,8 +141,20 @@ def load(functions: dict, byte_handle) -> None:
 
 cdef int check(int rc, str what) except -1:
     if rc != 0:
-        raise TransportError(f"{what} returned MPI error {rc}")
+        raise TransportError(f"{what} returned MPI error {rc} ({error_string(rc)})")
     return 0
+
+
+def error_string(int rc) -> str:
+    """MPI's own words for error code *rc* (its first line), through mpi4py,
+    which the transport has loaded already."""
+    try:
+        from mpi4py import MPI
+        text = MPI.Get_error_string(rc).strip()
+    except Exception:                   # (an error inside MPI's error reporting)
+        return "no description from MPI"
+    first = text.splitlines()[0].split(", error stack")[0].rstrip(",:; ") if text else ""
+    return first or "no description from MPI"
 
 
 cdef class Transport:

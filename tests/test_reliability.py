@@ -63,6 +63,17 @@ def test_abort_ends_the_job():
     assert time.monotonic() - start < 25, "abort did not end the job promptly"
 
 
+def test_mpi_errors_say_what_happened():
+    """A lane's TransportError carries MPI's own words for its error code,
+    not the code alone (MPICH's codes differ from call to call)."""
+    code = ("from mpi4py import MPI; from pycoll import _mpicall; "
+            "print(repr(_mpicall.error_string(MPI.ERR_TRUNCATE)))")
+    proc = launch(1, ["-c", code], timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    words = proc.stdout.strip()
+    assert "truncat" in words.lower() and "error stack" not in words, words
+
+
 @pytest.mark.slow
 def test_counts_past_2_to_the_31():
     """allreduce of 2^31 + 8 int8 elements (and a broadcast of as many bytes)
