@@ -25,10 +25,26 @@ async call's arrays before its handle's ``wait()`` returns.
 from __future__ import annotations
 
 import collections
+import datetime
 import logging
+import numbers
 import threading
 
 from pycoll._mpi import mpi
+
+
+def as_seconds(timeout) -> float | None:
+    """A timeout as seconds: None, any real number >= 0 (a numpy scalar
+    too, not a bool), or a datetime.timedelta as torch.distributed takes."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, datetime.timedelta):
+        timeout = timeout.total_seconds()
+    elif isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError(f"timeout must be a number of seconds, got {type(timeout).__name__}")
+    if not timeout >= 0:
+        raise ValueError(f"timeout must be >= 0 seconds, got {timeout}")
+    return float(timeout)
 
 
 class Handle:
@@ -51,7 +67,7 @@ class Handle:
     def wait(self, timeout: float | None = None):
         """The result, once the call has run; TimeoutError if *timeout*
         seconds pass first (the call itself goes on)."""
-        if not self._event.wait(timeout):
+        if not self._event.wait(as_seconds(timeout)):
             raise TimeoutError(f"{self.name} has not finished after {timeout} s")
         if self._error is not None:
             raise self._error

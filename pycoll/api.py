@@ -32,10 +32,8 @@ Conventions shared by every collective (DESIGN.md, "Public API"):
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import hashlib
 import json
-import numbers
 import operator
 import threading
 import time
@@ -43,6 +41,7 @@ import time
 import numpy as np
 
 from pycoll import _header, _lanes, _message, _mpicall, tuning
+from pycoll._async import as_seconds
 from pycoll._comm import CommBase, Settings
 from pycoll._dtypes import BY_NAME, DType, Op, dtype_of, op_of
 from pycoll._kernels.reduce import convert, scale
@@ -275,18 +274,9 @@ def _checks_on(c) -> bool:
 
 
 def _timeout(c, timeout):
-    """The call's timeout in seconds (argument, else PYCOLL_TIMEOUT), or None.
-    Any real number of seconds (a numpy scalar too, not a bool), or a
-    datetime.timedelta as torch.distributed takes."""
-    if timeout is None:
-        return c.settings.timeout
-    if isinstance(timeout, datetime.timedelta):
-        timeout = timeout.total_seconds()
-    elif isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, numbers.Real):
-        raise TypeError(f"timeout must be a number of seconds, got {type(timeout).__name__}")
-    if not timeout >= 0:
-        raise ValueError(f"timeout must be >= 0 seconds, got {timeout}")
-    return float(timeout)
+    """The call's timeout in seconds (argument, else PYCOLL_TIMEOUT), or None:
+    any real number of seconds, or a datetime.timedelta (_async.as_seconds)."""
+    return c.settings.timeout if timeout is None else as_seconds(timeout)
 
 
 def _call(c, name: str, async_op: bool, timeout, prepare):

@@ -1936,8 +1936,13 @@ def group_async(run):
             run.check(f"async {name}", got, expected)
     # many in flight, waited out of order
     hs = [comm.allreduce(np.full(100, float(k + r)), async_op=True) for k in range(20)]
+    import datetime
     for k in reversed(range(20)):
-        run.check(f"async burst {k}", hs[k].wait(), np.full(100, float(k * p + p * (p - 1) / 2)))
+        # wait()'s timeout: seconds of any real type, or a timedelta
+        timeout = (None, np.float32(60), datetime.timedelta(minutes=1))[k % 3]
+        run.check(f"async burst {k}", hs[k].wait(timeout),
+                  np.full(100, float(k * p + p * (p - 1) / 2)))
+    expect(TypeError, "timeout must be a number of seconds, got str", hs[0].wait, "soon")
     # errors: bad input raises at the call, on the caller's thread
     expect(TypeError, "MAX is not defined for complex64", comm.allreduce,
            np.ones(2, np.complex64), "max", "auto", None, None, True)
@@ -2168,6 +2173,13 @@ def group_fusion(run):
     ro.setflags(write=False)
     expect(ValueError, "read-only", fm.allreduce, [ro])
     expect(ValueError, "never marked ready", _unready, fm)
+    fm.register([np.ones(2), np.ones(3)])
+    for bad in (1.0, True):
+        expect(TypeError, f"mark_ready takes an array's index (an int), got {bad!r}",
+               fm.mark_ready, bad)
+    fm.mark_ready(np.int64(0))
+    fm.mark_ready(1)
+    fm.wait()
     expect(ValueError, "order must be one of backward, forward", fm.register, [np.ones(2)], None, None,
            "sideways")
     expect(ValueError, "strategy must be one of", FusionManager, Op.SUM, comm, 64, "auto", None, "zip")
@@ -2239,6 +2251,7 @@ def _unready(fm):
 
 def group_overlap(run):
     """The caller's work proceeds while buckets are in flight."""
+    import datetime
     import time
     comm, p = run.comm, run.p
     from pycoll import FusionManager
@@ -2252,7 +2265,7 @@ def group_overlap(run):
     while not h.done():
         work += 1                                   # the caller runs while buckets fly
         time.sleep(0.0005)
-    h.wait()
+    h.wait(datetime.timedelta(minutes=5))        # one deadline for every bucket
     assert launched < 0.5, launched
     assert work > 0, "allreduce_async returned only when the buckets were done"
     for g in grads:

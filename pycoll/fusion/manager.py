@@ -75,6 +75,7 @@ would make on the flat buffer.
 from __future__ import annotations
 
 import collections
+import numbers
 import operator
 import time
 from typing import NamedTuple
@@ -82,7 +83,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pycoll import _message, api, tuning
-from pycoll._async import Handle
+from pycoll._async import Handle, as_seconds
 from pycoll._dtypes import Op, check_op, dtype_of, op_of
 from pycoll._kernels.copy import PackPlan, block, concat_copy, split_copy
 from pycoll._memory import empty
@@ -450,6 +451,8 @@ class FusionManager:
         """Array *i* holds its final value: send every bucket whose members
         are all ready and whose turn it is."""
         reg = self._require_registered()
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral):
+            raise TypeError(f"mark_ready takes an array's index (an int), got {i!r}")
         if not 0 <= i < len(reg["ready"]):
             raise ValueError(f"array {i} is not one of the {len(reg['ready'])} registered arrays")
         if reg["ready"][i]:
@@ -651,8 +654,12 @@ class FusedHandle:
         return all(h.done() for h in self._handles)
 
     def wait(self, timeout=None) -> list:
+        """The arrays, once every bucket is reduced; TimeoutError if
+        *timeout* (seconds, or a timedelta) passes first, for all of them."""
+        seconds = as_seconds(timeout)
+        deadline = None if seconds is None else time.monotonic() + seconds
         for h in self._handles:
-            h.wait(timeout)
+            h.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return self._arrays
 
 
