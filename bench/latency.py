@@ -4,7 +4,7 @@ bursts.
     mpiexec -n 2 python bench/latency.py [--collective allreduce|reduce|broadcast|gather|
                                           scatter|allgather|reduce_scatter|alltoall|barrier]
                                          [--bytes 8] [--rounds 25] [--json FILE]
-                                         [--input numpy|memoryview|torch]
+                                         [--input numpy|memoryview|torch] [--async]
 
 --bytes is the vector of allreduce, reduce and broadcast, one rank's block
 of gather, scatter, allgather, reduce_scatter and alltoall (root 0; the
@@ -16,6 +16,8 @@ is larger than the difference being measured, so native and pycoll take
 turns: one burst of 2000 calls each per round, the time of a burst being the
 largest over ranks of its mean. The result is the median over rounds of the
 per-round ratio pycoll / native, next to each side's median time.
+
+--async issues pycoll's calls with async_op=True and waits on each at once.
 
 --input gives pycoll's calls memoryviews or CPU torch tensors over the same
 arrays instead of the arrays (made once; out= stays a numpy array), to time
@@ -43,6 +45,8 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--json", default=None)
     parser.add_argument("--input", default="numpy", choices=("numpy", "memoryview", "torch"))
+    parser.add_argument("--async", dest="async_op", action="store_true",
+                        help="pycoll's calls with async_op=True, each waited at once")
     args = parser.parse_args()
     comm = pycoll.Communicator()
     world = MPI.COMM_WORLD.Dup()
@@ -59,35 +63,36 @@ def main() -> int:
     whole = np.ones(x.size * comm.size, np.float32)
     view = as_input(args.input)
     xin, wholein = view(x), view(whole)
+    caller = Waited(comm) if args.async_op else comm
     if args.collective == "gather":
         native = lambda: world.Gather(x, whole, root=0)         # noqa: E731
-        mine = lambda: comm.gather(xin, root=0, out=whole)      # noqa: E731
+        mine = lambda: caller.gather(xin, root=0, out=whole)    # noqa: E731
     elif args.collective == "scatter":
         native = lambda: world.Scatter(whole, y, root=0)        # noqa: E731
-        mine = lambda: comm.scatter(wholein if comm.rank == 0 else None, root=0, out=y)  # noqa: E731
+        mine = lambda: caller.scatter(wholein if comm.rank == 0 else None, root=0, out=y)  # noqa: E731
     elif args.collective == "reduce_scatter":
         native = lambda: world.Reduce_scatter_block(whole, y)   # noqa: E731
-        mine = lambda: comm.reduce_scatter(wholein, out=y)      # noqa: E731
+        mine = lambda: caller.reduce_scatter(wholein, out=y)    # noqa: E731
     elif args.collective == "broadcast":
         native = lambda: world.Bcast(x, root=0)                 # noqa: E731
-        mine = lambda: comm.broadcast(xin, root=0)              # noqa: E731
+        mine = lambda: caller.broadcast(xin, root=0)            # noqa: E731
     elif args.collective == "allgather":
         native = lambda: world.Allgather(x, whole)              # noqa: E731
-        mine = lambda: comm.allgather(xin, out=whole)           # noqa: E731
+        mine = lambda: caller.allgather(xin, out=whole)         # noqa: E731
     elif args.collective == "alltoall":
         other = np.empty_like(whole)
         native = lambda: world.Alltoall(whole, other)           # noqa: E731
-        mine = lambda: comm.alltoall(wholein, out=other)        # noqa: E731
+        mine = lambda: caller.alltoall(wholein, out=other)      # noqa: E731
     elif args.collective == "barrier":
         x = x[:0]
         native = world.Barrier
-        mine = comm.barrier
+        mine = caller.barrier
     elif args.collective == "reduce":
         native = lambda: world.Reduce(x, y, root=0)             # noqa: E731
-        mine = lambda: comm.reduce(xin, root=0, out=y)          # noqa: E731
+        mine = lambda: caller.reduce(xin, root=0, out=y)        # noqa: E731
     else:
         native = lambda: world.Allreduce(x, y)                  # noqa: E731
-        mine = lambda: comm.allreduce(xin, out=y)               # noqa: E731
+        mine = lambda: caller.allreduce(xin, out=y)             # noqa: E731
     for _ in range(3):
         burst(native)
         burst(mine)
@@ -97,7 +102,7 @@ def main() -> int:
         times["pycoll"].append(burst(mine))
     ratios = [m / n for n, m in zip(times["native"], times["pycoll"])]
     result = {"mpi": " ".join(MPI.Get_library_version().split()[:3]), "p": comm.size,
-              "collective": args.collective, "input": args.input,
+              "collective": args.collective, "input": args.input, "async": args.async_op,
               "bytes": x.nbytes, "native_us": statistics.median(times["native"]) * 1e6,
               "pycoll_us": statistics.median(times["pycoll"]) * 1e6,
               "ratio": statistics.median(ratios), "rounds": args.rounds,
@@ -110,6 +115,19 @@ def main() -> int:
     comm.free()
     world.Free()
     return 0
+
+
+class Waited:
+    """A Communicator whose collectives are issued with async_op=True and
+    waited at once: the cost of the hand-over (Note [Waiting runs the
+    queue] in pycoll/_async.py)."""
+
+    def __init__(self, comm):
+        self._comm = comm
+
+    def __getattr__(self, name):
+        call = getattr(self._comm, name)
+        return lambda *args, **kwargs: call(*args, async_op=True, **kwargs).wait()
 
 
 def as_input(kind: str):

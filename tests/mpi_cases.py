@@ -1943,6 +1943,21 @@ def group_async(run):
         run.check(f"async burst {k}", hs[k].wait(timeout),
                   np.full(100, float(k * p + p * (p - 1) / 2)))
     expect(TypeError, "timeout must be a number of seconds, got str", hs[0].wait, "soon")
+    # Another thread waits on the last of a burst (and may run the queued
+    # calls itself, Note [Waiting runs the queue]) while this one issues a
+    # blocking call behind them: one call at a time, in issue order.
+    import threading
+    hs = [comm.allreduce(np.full(10, float(k + r)), async_op=True) for k in range(8)]
+    waited = []
+    waiter = threading.Thread(target=lambda: waited.append(hs[-1].wait()))
+    waiter.start()
+    y = comm.allreduce(np.array([2.0]))
+    waiter.join(120)
+    assert not waiter.is_alive() and len(waited) == 1
+    run.check("blocking behind a waiting thread", y, np.array([2.0 * p]))
+    for k, h in enumerate(hs):
+        run.check(f"burst waited from a thread {k}", h.wait(),
+                  np.full(10, float(k * p + p * (p - 1) / 2)))
     # errors: bad input raises at the call, on the caller's thread
     expect(TypeError, "MAX is not defined for complex64", comm.allreduce,
            np.ones(2, np.complex64), "max", "auto", None, None, True)

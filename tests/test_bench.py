@@ -244,3 +244,17 @@ def test_too_large_a_size_is_refused_up_front():
     proc = launch(2, ["-m", "pycoll.bench", "allreduce", "-b", "256G", "-e", "256G"], timeout=60)
     assert proc.returncode == 2
     assert "-e 274877906944 needs about" in proc.stderr and "bytes available" in proc.stderr
+
+
+@pytest.mark.parametrize("mode", [[], ["--async"], ["--input", "memoryview"]])
+def test_latency_script_runs_every_collective(mode):
+    """bench/latency.py at p = 2: one JSON line per collective, with both
+    sides' times (the script itself; its numbers are for bench/NOTES.md)."""
+    for collective in ("allreduce", "reduce", "broadcast", "gather", "scatter", "allgather",
+                       "reduce_scatter", "alltoall", "barrier"):
+        proc = launch(2, ["bench/latency.py", "--collective", collective, "--rounds", "2",
+                          "--calls", "20", *mode], timeout=120)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert result["collective"] == collective and result["async"] == ("--async" in mode)
+        assert result["pycoll_us"] > 0 and result["native_us"] > 0

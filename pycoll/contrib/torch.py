@@ -11,8 +11,9 @@ DDP hands each bucket of gradients (a flat CPU tensor) to the hook, which
 averages it over the ranks with pycoll and returns a torch Future. The
 allreduce is asynchronous (the communicator's progress thread), so it
 overlaps the rest of the backward pass as DDP's own allreduces do; the
-Future completes from the progress thread. The hook's *state* is a
-pycoll.Communicator, an mpi4py communicator, or None for COMM_WORLD. It
+Future completes from the progress thread (or from a thread that waits
+on a later call, Note [Waiting runs the queue] in pycoll/_async.py). The
+hook's *state* is a pycoll.Communicator, an mpi4py communicator, or None for COMM_WORLD. It
 replaces DDP's communication whatever the process group's backend: the
 process group still runs DDP's set-up (the parameter broadcast), pycoll the
 gradients.
