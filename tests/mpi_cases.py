@@ -2258,6 +2258,130 @@ def fusion_layout_cases(run):
     run.count += 1
 
 
+def group_fusion_inline(run):
+    """Note [Inline buckets] in fusion/manager.py: from the third blocking
+    call with the same arrays, a manager whose buckets all run on the
+    caller's thread makes their calls directly. Every call is exact, and
+    anything that changes what _planned would check (a shape or dtype set
+    in place, a read-only or replaced array, other fusion arguments, calls
+    still queued) goes the full way again."""
+    comm, p, r = run.comm, run.p, run.r
+    from pycoll import FusionManager
+    from pycoll.fusion import flat_buffer
+    shapes = [(5,), (3, 2), (0,), (7,), (2 * p + 1,), (1,)]
+
+    def values(dtype, step):
+        return [rank_data(dtype, s, r, seed_of("inline", k, step), Op.SUM) for k, s in enumerate(shapes)]
+
+    def expected(dtype, step):
+        return [reduce_ranks(Op.SUM, [rank_data(dtype, s, i, seed_of("inline", k, step), Op.SUM)
+                                      for i in range(p)]) for k, s in enumerate(shapes)]
+
+    def counted(fm):
+        launches = []
+        launch = fm._launch
+        fm._launch = lambda *args, **kwargs: launches.append(1) or launch(*args, **kwargs)
+        return launches
+
+    # Each way, and ranks whose arrays lie differently (views of one buffer
+    # here, separate arrays there: the agreed pieces, cut from a packed
+    # copy); several buckets that pack, small ones.
+    cases = [("pack", {}), ("pieces", {}), ("each", {}), (None, {"fusion": [1, 1, 0, 2, 2, 1]}),
+             (None, {"split_indices": [3]}), ("cap", {})]
+    for strategy, kwargs in cases:
+        for kind in ("separate", "views" if r % 2 else "separate"):
+            if kind == "views":
+                _, arrays = flat_buffer(shapes, np.int64)
+            else:
+                arrays = [np.zeros(s, np.int64) for s in shapes]
+            fm = (FusionManager(comm=comm, bucket_bytes=16) if strategy == "cap" else
+                  FusionManager(comm=comm, strategy=strategy))
+            launches = counted(fm)
+            for step in range(5):
+                for a, v in zip(arrays, values("int64", step)):
+                    a[...] = v
+                got = fm.allreduce(arrays, **kwargs)
+                assert all(g is a for g, a in zip(got, arrays)) and len(got) == len(arrays)
+                for k, (a, e) in enumerate(zip(arrays, expected("int64", step))):
+                    run.check(f"inline {strategy} {kwargs} {kind} step {step} array {k}", a, e)
+                if step == 0:
+                    buckets = len(launches)
+            # the first two calls launch every bucket, the others none
+            assert len(launches) == 2 * buckets, (strategy, kwargs, buckets, launches)
+    # A later bucket that packs more than INLINE_PACK_BYTES: every call
+    # queues the one before it, to pack while it is on the wire.
+    from pycoll.fusion.manager import INLINE_PACK_BYTES
+    n = INLINE_PACK_BYTES // 8 // 2 + 1
+    large = [np.zeros(n) for _ in range(4)]
+    fm = FusionManager(comm=comm, strategy="pack")
+    launches = counted(fm)
+    for step in range(3):
+        for k, a in enumerate(large):
+            a[...] = r + k + step
+        fm.allreduce(large, split_indices=[2])
+        for k, a in enumerate(large):
+            run.check(f"not inline step {step} array {k}", a, np.full(n, p * (p - 1) / 2 + p * (k + step)))
+    assert len(launches) == 3 * 2, launches
+
+    fm = FusionManager(comm=comm)
+    launches = counted(fm)
+    arrays = [np.zeros(s, np.float32) for s in shapes]
+
+    def call(step, dtype="float32", **kwargs):
+        for a, v in zip(arrays, values(dtype, step)):
+            a[...] = v
+        fm.allreduce(arrays, **kwargs)
+        for k, (a, e) in enumerate(zip(arrays, expected(dtype, step))):
+            run.check(f"inline {dtype} step {step} array {k}", a, e)
+    for step in range(3):
+        call(step)
+    assert len(launches) == 2
+    # a dtype set in place (the same bytes, now int32): the full way, exact
+    for a in arrays:
+        a.dtype = np.int32
+    call(3, "int32")
+    assert len(launches) == 3
+    for a in arrays:
+        a.dtype = np.float32
+    # a shape set in place
+    arrays[1].shape = (2, 3)
+    shapes[1] = (2, 3)
+    call(4)
+    assert len(launches) == 4
+    call(5)
+    call(6)
+    assert len(launches) == 5
+    # a replaced array, then other fusion arguments
+    arrays[0] = np.zeros(shapes[0], np.float32)
+    call(7)
+    assert len(launches) == 6
+    call(8, fusion=[1, 1, 1, 1, 1, 0])
+    assert len(launches) == 8               # a bucket for id 1, one for id 0
+    # a read-only array: raised before any message, nothing written
+    call(9)
+    call(10)
+    launched = len(launches)
+    before = [a.copy() for a in arrays]
+    arrays[3].setflags(write=False)
+    expect(ValueError, "arrays[3] is read-only", fm.allreduce, arrays)
+    assert len(launches) == launched
+    for a, b in zip(arrays, before):
+        run.check("inline read-only untouched", a, b)
+    arrays[3].setflags(write=True)
+    # an async call still queued: the fused call waits for its turn
+    call(11)
+    call(12)
+    h = comm.allreduce(np.full(3, float(r)), async_op=True)
+    for a, v in zip(arrays, values("float32", 13)):
+        a[...] = v
+    fm.allreduce(arrays)
+    assert h.done(), "the fused call overtook a queued async call"
+    run.check("inline after async", h.wait(), np.full(3, p * (p - 1) / 2))
+    for k, (a, e) in enumerate(zip(arrays, expected("float32", 13))):
+        run.check(f"inline after async array {k}", a, e)
+        run.same_everywhere(f"inline after async array {k}", a)
+
+
 def _unready(fm):
     fm.register([np.ones(2), np.ones(3)])
     fm.mark_ready(0)

@@ -258,3 +258,14 @@ def test_latency_script_runs_every_collective(mode):
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         assert result["collective"] == collective and result["async"] == ("--async" in mode)
         assert result["pycoll_us"] > 0 and result["native_us"] > 0
+
+
+def test_fusion_small_script():
+    """bench/fusion_small.py at p = 2: one JSON line per case, every
+    variant timed (its numbers are for the README's fusion section)."""
+    proc = launch(2, ["bench/fusion_small.py", "--rounds", "1", "--calls", "5"], timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = [json.loads(line) for line in proc.stdout.strip().splitlines()]
+    assert len(lines) == 6 and all(d["p"] == 2 for d in lines)
+    assert all(d["fused_us"] > 0 and d["per_array_us"] > 0 and d["flat_us"] > 0 for d in lines)
+    assert lines[3]["split_indices"] == [4] and lines[3]["ways"] == ["pack"]

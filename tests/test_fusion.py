@@ -20,6 +20,14 @@ def test_fusion_manager(p):
     run_ranks(p, "fusion")
 
 
+@pytest.mark.parametrize("p", [1, 2, 3, 4])
+def test_fusion_inline_calls(p):
+    """Note [Inline buckets]: repeated calls with the same arrays skip the
+    launch machinery, exactly; anything _planned checks sends them the
+    full way again."""
+    run_ranks(p, "fusion_inline")
+
+
 @pytest.mark.parametrize("p", [2, 4])
 def test_overlap_is_real(p):
     """The caller keeps running while buckets are in flight."""
