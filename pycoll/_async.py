@@ -20,11 +20,12 @@ through. A blocking call behind queued ones does the same, without
 waking the progress thread at all (``submit(wake=False)``: the thread
 takes the call after the one it is running, if it is running one). A
 handle the progress thread has already taken, or a wait with a timeout
-(which must be able to give up), just waits. ``_runner`` is the thread
-running a queued call, if any; it keeps that place from one call to the
-next. An 8 B allreduce issued async and waited at once took 44-48 µs
-before, 34-35 µs after (native: 3.8 µs; p = 2, MPICH, ``bench/latency.py
---async``).
+(which must be able to give up), just waits. ``_runner`` is the ident
+of the thread running a queued call, if any (the lanes of _mpicall.pyx
+read it: a call runs on its lane only in its turn, ``in_turn``); it
+keeps that place from one call to the next. An 8 B allreduce issued
+async and waited at once took 44-48 µs before, 34-35 µs after (native:
+3.8 µs; p = 2, MPICH, ``bench/latency.py --async``).
 
 Communication overlaps the caller's work because everything that blocks
 lets the GIL go: mpi4py's calls, the C calls of _mpicall.pyx and the
@@ -144,7 +145,7 @@ class Progress:
         self._cond = threading.Condition()
         self._pending = 0                   # queued or running
         self._thread = None
-        self._runner = None                 # the thread running a queued call, if any
+        self._runner = None                 # the ident of the thread running a queued call
         self._closed = False
 
     def busy(self) -> bool:
@@ -171,10 +172,16 @@ class Progress:
                 self._cond.notify()
         return handle
 
+    def in_turn(self) -> bool:
+        """Whether a call may run now: nothing is queued or running, or
+        this thread is running the queued calls, this call among them
+        (as ``in_turn`` in _mpicall.pyx)."""
+        return not self._pending or self._runner == threading.get_ident()
+
     def on_thread(self) -> bool:
         """Whether the caller is running a queued call (a queued task that
         runs a collective: it runs there, in its turn)."""
-        return self._runner is threading.current_thread()
+        return self._runner == threading.get_ident()
 
     def call(self, run, name: str, async_op: bool):
         """Run a collective: queued when async_op or when others are queued,
@@ -199,7 +206,7 @@ class Progress:
         (called under the lock)."""
         run, handle = self._queue.popleft()
         handle._queued = False
-        self._runner = threading.current_thread()
+        self._runner = threading.get_ident()
         return run, handle
 
     def _done(self) -> None:

@@ -32,7 +32,7 @@ def made(c, key: tuple, make) -> bool:
     had no lane for this call signature (*key*) and make() has just made
     one (on the signature's first call), so that the caller tries the entry
     again."""
-    if c.transport is None or c._progress._pending:
+    if c.transport is None or not c._progress.in_turn():
         return False
     try:
         if key in c._plans:

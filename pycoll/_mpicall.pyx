@@ -50,6 +50,7 @@ from libc.stdint cimport int64_t, intptr_t, uintptr_t
 from libc.string cimport memcmp, memcpy, memset
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, nanosleep, timespec
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from cpython.pythread cimport PyThread_get_thread_ident
 
 import logging
 
@@ -288,6 +289,15 @@ cdef inline bint reduces_in_place(int flags) noexcept nogil:
 
 
 cdef object ndarray = np.ndarray
+
+
+cdef inline bint in_turn(object comm) except -1:
+    """Whether a call may run now (Note [Issue order] in _async.py): no
+    call is queued or running on the communicator, or this thread is the
+    one running its queued calls, this call among them (Note [Async
+    lanes] in api.py)."""
+    progress = comm._progress
+    return not progress._pending or progress._runner == PyThread_get_thread_ident()
 
 
 # What Lane.call answers for a call the Python path must take.
@@ -1623,7 +1633,7 @@ def _step_lane_call(comm, kind, x, rest, out, timeout):
     """The call on the StepLane made for (kind, x's dtype and shape, *rest),
     with *timeout* (Note [Lane deadlines]), if one was; NOT_TAKEN (nothing
     sent) otherwise."""
-    if type(x) is not ndarray or comm._progress._pending:
+    if type(x) is not ndarray or not in_turn(comm):
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
     try:
         lane = comm._plans.get((kind, x.dtype, x.shape) + rest)
@@ -1653,7 +1663,7 @@ def alltoall(comm, x, algorithm, out, timeout=None):
 
 def scatter(comm, x, root, algorithm, out, timeout=None):
     """The lane of a repeated, plain scatter: this rank's block."""
-    if type(root) is not int or comm._progress._pending:
+    if type(root) is not int or not in_turn(comm):
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
     if comm.rank == root:
         if type(x) is not ndarray:
@@ -1679,7 +1689,7 @@ def allgather(comm, x, algorithm, out, timeout=None):
 
 def barrier(comm, timeout=None):
     """The lane of a barrier: None once every rank has entered it."""
-    if comm._progress._pending:
+    if not in_turn(comm):
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
     lane = comm._plans.get(("barrier-lane",))
     if lane is None:
@@ -1830,7 +1840,7 @@ cdef class BroadcastLane(StagedSends):
 
 def broadcast(comm, x, root, algorithm, timeout=None):
     """The lane of a repeated, plain broadcast: x, filled."""
-    if type(x) is not ndarray or type(root) is not int or comm._progress._pending:
+    if type(x) is not ndarray or type(root) is not int or not in_turn(comm):
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
     try:
         lane = comm._plans.get(("broadcast-lane", x.dtype, x.shape, root, algorithm))
@@ -1844,7 +1854,7 @@ def broadcast(comm, x, root, algorithm, timeout=None):
 def allreduce(comm, x, op, algorithm, out, accumulate, timeout=None):
     """The lane of a repeated, plain allreduce: the result; None for any
     other call."""
-    if type(x) is not ndarray or accumulate is not None or comm._progress._pending:
+    if type(x) is not ndarray or accumulate is not None or not in_turn(comm):
         return None                         # queued calls first (Note [Issue order])
     try:
         plan = comm._plans.get(("allreduce", x.dtype, x.shape, op, algorithm, None))
@@ -1865,7 +1875,7 @@ def reduce(comm, x, op, root, algorithm, out, accumulate, timeout=None):
     """The lane of a repeated, plain reduce: the result on the root, None
     elsewhere."""
     if type(x) is not ndarray or type(root) is not int or accumulate is not None \
-            or comm._progress._pending:
+            or not in_turn(comm):
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
     try:
         plan = comm._plans.get(("reduce", x.dtype, x.shape, op, root, algorithm, None))
@@ -1879,7 +1889,7 @@ def reduce(comm, x, op, root, algorithm, out, accumulate, timeout=None):
 def reduce_scatter(comm, x, op, algorithm, out, accumulate, timeout=None):
     """The lane of a repeated, plain reduce_scatter: this rank's block;
     None for any other call."""
-    if type(x) is not ndarray or accumulate is not None or comm._progress._pending:
+    if type(x) is not ndarray or accumulate is not None or not in_turn(comm):
         return None                         # queued calls first (Note [Issue order])
     try:
         plan = comm._plans.get(("reduce_scatter", x.dtype, x.shape, op, algorithm, None))

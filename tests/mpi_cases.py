@@ -1968,6 +1968,60 @@ def group_async(run):
     run.same_everywhere("async bits", a)
 
 
+def group_async_lanes(run):
+    """Note [Async lanes] in api.py: an async call, in its turn, runs on
+    the lane its blocking twin would take: the lanes are made by async
+    calls alone, the results are exact, and ranks that call the same
+    collective async and blocking (the lane, the general path, or a lane
+    run by a waiting thread) meet on the same messages."""
+    comm, p, r = run.comm, run.p, run.r
+    sub = pycoll.Communicator(MPI.COMM_WORLD)       # no lane made yet
+    x = np.arange(4.0) + r
+    whole = np.arange(4.0 * p) + 10 * r
+    total = p * np.arange(4.0) + p * (p - 1) / 2
+    root = p - 1
+    calls = {
+        "allreduce": (lambda a: sub.allreduce(x, async_op=a), total),
+        "reduce": (lambda a: sub.reduce(x, root=root, async_op=a), total if r == root else None),
+        "broadcast": (lambda a: sub.broadcast(x.copy() if r == root else np.empty(4), root=root,
+                                              async_op=a),
+                      np.arange(4.0) + root),
+        "gather": (lambda a: sub.gather(x, root=root, async_op=a),
+                   np.concatenate([np.arange(4.0) + i for i in range(p)]) if r == root else None),
+        "scatter": (lambda a: sub.scatter(whole if r == root else None, root=root, async_op=a),
+                    np.array_split(np.arange(4.0 * p) + 10 * root, p)[r]),
+        "allgather": (lambda a: sub.allgather(x, async_op=a),
+                      np.concatenate([np.arange(4.0) + i for i in range(p)])),
+        "reduce_scatter": (lambda a: sub.reduce_scatter(whole, async_op=a),
+                           np.array_split(p * np.arange(4.0 * p) + 10 * p * (p - 1) / 2, p)[r]),
+        "alltoall": (lambda a: sub.alltoall(whole, async_op=a),
+                     np.concatenate([np.array_split(np.arange(4.0 * p) + 10 * i, p)[r]
+                                     for i in range(p)])),
+        "barrier": (lambda a: sub.barrier(async_op=a), None),
+    }
+
+    def check(name, got, want):
+        if want is None:
+            assert got is None, (name, got)
+        else:
+            run.check(name, got, want)
+    for name, (call, want) in calls.items():
+        # three in flight, waited last first; then blocking on even ranks
+        # and async on odd ones, in one call
+        handles = [call(True) for _ in range(3)]
+        for k, h in reversed(list(enumerate(handles))):
+            check(f"async lane {name} {k}", h.wait(), want)
+        mixed = call(r % 2 == 1)
+        check(f"async lane {name} mixed", mixed.wait() if r % 2 else mixed, want)
+    made = {k[0] for k, v in sub._plans.items() if v is not None}
+    if sub.transport is not None:
+        assert {"broadcast-lane", "gather-lane", "allgather-lane", "alltoall-lane",
+                "barrier-lane"} <= made, made
+        assert made & {"scatter-lane", "scatter-lane-root"}, made
+    sub.free()
+    run.count += 1
+
+
 def group_autotune(run):
     """Communicator(autotune=True) (Note [Tuning online] in _trials.py):
     every trial call exact, the same choice on every rank, and a candidate

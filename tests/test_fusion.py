@@ -12,6 +12,13 @@ def test_async_collectives(p):
     run_ranks(p, "async")
 
 
+@pytest.mark.parametrize("p", [1, 2, 3, 4])
+def test_async_calls_take_lanes(p):
+    """Note [Async lanes]: async calls run on the lanes, in their turn,
+    meeting blocking calls of the other ranks."""
+    run_ranks(p, "async_lanes")
+
+
 @pytest.mark.parametrize("p", [1, 2, 3, 5, 8])
 def test_fusion_manager(p):
     """Fused results equal unfused ones (bitwise); ids, split indices, caps,

@@ -647,7 +647,7 @@ class _Inline:
         ones they were made for, as _planned's cache decides, all
         writeable, and nothing is queued (Note [Issue order])."""
         rows = self.rows
-        if type(arrays) is not list or len(arrays) != len(rows) or self.progress._pending:
+        if type(arrays) is not list or len(arrays) != len(rows) or not self.progress.in_turn():
             return False
         for a, (b, shape, dtype) in zip(arrays, rows):
             if a is not b or a.shape != shape or a.dtype is not dtype or not a.flags.writeable:
