@@ -290,7 +290,7 @@ def _call(c, name: str, async_op: bool, timeout, prepare, lane=None):
     if not _checks_on(c):
         seconds = _timeout(c, timeout)
         record, run = prepare()
-        if lane is not None and async_op:
+        if lane is not None and async_op and c._lane_ready:
             def queued():
                 result = lane()
                 return run(_deadline(seconds)) if result is _mpicall.NOT_TAKEN else result
@@ -577,8 +577,7 @@ def broadcast(x, root=0, comm=None, algorithm="auto", async_op=False, timeout=No
         done = _broadcast_lane(c, xa, root, algorithm, timeout)
         if done is not _mpicall.NOT_TAKEN:
             return done if xa is x else x       # the caller's x, filled through its view
-    lane = _async_broadcast_lane(c, x, root, algorithm, timeout) \
-        if async_op and c._lane_ready else None
+    lane = _async_broadcast_lane(c, x, root, algorithm, timeout) if async_op else None
     return _broadcast(c, x, root, algorithm, async_op, timeout, lane)
 
 
@@ -751,9 +750,8 @@ def _reduce(c, x, op, root, algorithm, out, accumulate, async_op=False, timeout=
             _finish(a, data, result_data, c.size)
             return _done(result, result_data, writeback, out)
         return _reduction_record("reduce", xa, op, algorithm, accumulate, root=a.root), run
-    lane = None
-    if async_op and c._lane_ready:
-        lane = partial(_mpicall.reduce, c, x, op, root, algorithm, out, accumulate, timeout)
+    lane = partial(_mpicall.reduce, c, x, op, root, algorithm, out, accumulate, timeout) \
+        if async_op else None
     return _call(c, "reduce", async_op, timeout, prepare, lane)
 
 
@@ -884,9 +882,8 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_o
             plan.run(send=send, out=result_data, deadline=deadline)
             return _done(result, result_data, writeback, out)
         return _gather_record("gather", xa, sizes, algorithm, root=a.root), run
-    lane = None
-    if async_op and sizes is None and c._lane_ready:
-        lane = partial(_gather_lane, c, x, root, algorithm, out, timeout)
+    lane = partial(_gather_lane, c, x, root, algorithm, out, timeout) \
+        if async_op and sizes is None else None
     return _call(c, "gather", async_op, timeout, prepare, lane)
 
 
@@ -925,9 +922,8 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
             plan.run(send=send, out=result_data, deadline=deadline)
             return _done(result, result_data, writeback, out)
         return _gather_record("allgather", xa, sizes, algorithm), run
-    lane = None
-    if async_op and sizes is None and c._lane_ready:
-        lane = partial(_allgather_lane, c, x, algorithm, out, timeout)
+    lane = partial(_allgather_lane, c, x, algorithm, out, timeout) \
+        if async_op and sizes is None else None
     return _call(c, "allgather", async_op, timeout, prepare, lane)
 
 
@@ -968,9 +964,7 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, ti
             return _scatter_data(c, r, alg, dtype, shape, msg, out, deadline)
         record = {"collective": "scatter", "root": r, "algorithm": alg}
         return record, (_agreed_after(c, "scatter", run) if _checks_on(c) else run)
-    lane = None
-    if async_op and c._lane_ready:
-        lane = partial(_scatter_lane, c, x, root, algorithm, out, timeout)
+    lane = partial(_scatter_lane, c, x, root, algorithm, out, timeout) if async_op else None
     return _call(c, "scatter", async_op, timeout, prepare, lane)
 
 
@@ -1114,9 +1108,7 @@ def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=N
             return _done(result, result_data, writeback, out)
         return {"collective": "alltoall", "dtype": xa.dtype, "shape": xa.shape,
                 "algorithm": algorithm}, run
-    lane = None
-    if async_op and c._lane_ready:
-        lane = partial(_alltoall_lane, c, x, algorithm, out, timeout)
+    lane = partial(_alltoall_lane, c, x, algorithm, out, timeout) if async_op else None
     return _call(c, "alltoall", async_op, timeout, prepare, lane)
 
 
@@ -1194,7 +1186,7 @@ def _barrier(c, async_op, timeout):
     def prepare():
         plan = _plan(c, ("barrier",), lambda: CollArgs("barrier", "auto", 0, BY_NAME["uint8"]))
         return {"collective": "barrier"}, lambda deadline: plan.run(deadline=deadline)
-    lane = partial(_barrier_lane, c, timeout) if async_op and c._lane_ready else None
+    lane = partial(_barrier_lane, c, timeout) if async_op else None
     return _call(c, "barrier", async_op, timeout, prepare, lane)
 
 

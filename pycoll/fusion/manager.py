@@ -381,45 +381,50 @@ class FusionManager:
         """Issue one bucket *way*'s way: queued (*async_op*) or on this
         thread in its turn. Packing happens here, on the caller's thread,
         while earlier buckets are on the wire. Returns Handles."""
+        pack, send = self._calls(views, bucket, slot, way, layout)
+        if pack is not None:
+            pack()
+        c = self.comm
+        if async_op:
+            return [c._progress_call(send, "fused allreduce")]
+        handle = Handle("fused allreduce")
+        handle._finish(c._progress.call(send, "fused allreduce", False))
+        return [handle]
+
+    def _calls(self, views, bucket: list, slot: int, way: "Way", layout) -> tuple:
+        """One bucket's calls, *way*'s way, as (pack, send): functions of no
+        arguments; pack (None where nothing is packed) copies the members
+        into the bucket's buffer, send makes its allreduces and unpacks."""
         members = [views[i] for i in bucket]
         strategy, algorithm, _ = way
-        c = self.comm
-
-        def issue(run):
-            if async_op:
-                return c._progress_call(run, "fused allreduce")
-            handle = Handle("fused allreduce")
-            handle._finish(c._progress.call(run, "fused allreduce", False))
-            return handle
+        c, op, accumulate = self.comm, self.op, self.accumulate
 
         def each(arrays):
             for a in arrays:
-                c.allreduce(a, self.op, self.algorithm, out=a, accumulate=self.accumulate)
+                c.allreduce(a, op, self.algorithm, out=a, accumulate=accumulate)
         if strategy == "each":
-            return [issue(lambda: each(members))]
+            return None, functools.partial(each, members)
         if strategy == "pieces":
             dtype = dtype_of(members[0].dtype)
             pieces = joined_views(members, layout)
             if pieces is not None:
-                return [issue(lambda: api._fused_allreduce(c, pieces, dtype, self.op, algorithm))]
+                return None, functools.partial(api._fused_allreduce, c, pieces, dtype, op, algorithm)
             # This rank's arrays no longer lie as agreed (new arrays of the
             # same shapes): reduce a packed copy cut into the agreed pieces,
             # so that the messages are the other ranks'.
             plan = self._pack_plan(("allreduce", slot), members)
             buf = self._buffer(("allreduce", members[0].dtype.str, plan.nbytes, slot), plan.nbytes)
-            plan.pack(buf)
             pieces = _cut(buf, members, layout)
-            return [issue(lambda: (api._fused_allreduce(c, pieces, dtype, self.op, algorithm),
-                                   plan.unpack(buf)))]
+            return functools.partial(plan.pack, buf), lambda: (
+                api._fused_allreduce(c, pieces, dtype, op, algorithm), plan.unpack(buf))
         members, singles = way.parts(members)
         plan = self._pack_plan(("allreduce", slot), members)
         dtype = members[0].dtype
         buf = self._buffer(("allreduce", dtype.str, plan.nbytes, slot), plan.nbytes)
-        plan.pack(buf)
         flat = buf.view(dtype)
-        return [issue(lambda: (c.allreduce(flat, self.op, algorithm, out=flat,
-                                           accumulate=self.accumulate), plan.unpack(buf),
-                               each(singles)))]
+        return functools.partial(plan.pack, buf), lambda: (
+            c.allreduce(flat, op, algorithm, out=flat, accumulate=accumulate), plan.unpack(buf),
+            each(singles))
 
     def _pack_plan(self, key, members) -> PackPlan:
         """The PackPlan of these arrays: kept while the same arrays come back."""
@@ -602,44 +607,19 @@ class _Inline:
     @classmethod
     def make(cls, fm: "FusionManager", last, planned: "_Planned") -> "_Inline | None":
         """The calls of *planned* (the arrays of *last*, _planned's cache),
-        or None where a bucket would be queued or cut into pieces of a
-        packed copy."""
+        or None where a later bucket packs too much to wait for the one
+        before it."""
         views, buckets, ways, layouts = planned.views, planned.buckets, planned.ways, planned.layouts
         if any(way.packs and sum(views[i].nbytes for i in bucket) > INLINE_PACK_BYTES
                for bucket, way in zip(buckets[1:], ways[1:])):
             return None
-        c, op, accumulate = fm.comm, fm.op, fm.accumulate
-        steps = []
-
-        def each(members):
-            steps.extend(functools.partial(c.allreduce, a, op, fm.algorithm, a, accumulate)
-                         for a in members)
-        for slot, (bucket, way, layout) in enumerate(zip(buckets, ways, layouts)):
-            members = [views[i] for i in bucket]
-            strategy, algorithm, _ = way
-            if strategy == "each":
-                each(members)
-            elif strategy == "pieces":
-                pieces = joined_views(members, layout)
-                if pieces is None:
-                    return None
-                steps.append(functools.partial(api._fused_allreduce, c, pieces,
-                                               dtype_of(members[0].dtype), op, algorithm))
-            else:
-                members, singles = way.parts(members)
-                plan = fm._pack_plan(("allreduce", slot), members)
-                dtype = members[0].dtype
-                buf = fm._buffer(("allreduce", dtype.str, plan.nbytes, slot), plan.nbytes)
-                flat = buf.view(dtype)
-                steps += [functools.partial(plan.pack, buf),
-                          functools.partial(c.allreduce, flat, op, algorithm, flat, accumulate),
-                          functools.partial(plan.unpack, buf)]
-                each(singles)
         self = cls()
+        calls = [fm._calls(views, bucket, slot, way, layout)
+                 for slot, (bucket, way, layout) in enumerate(zip(buckets, ways, layouts))]
+        self.steps = tuple(call for pair in calls for call in pair if call is not None)
         self.rows = tuple(last[0])      # (array, shape, dtype)
         self.how = last[1]
-        self.steps = tuple(steps)
-        self.progress = c._progress
+        self.progress = fm.comm._progress
         return self
 
     def ran(self, arrays, fusion, split_indices) -> bool:
