@@ -765,11 +765,18 @@ def _gather_record(name, x, sizes, algorithm, **more) -> dict:
 def _allgather_lane(c, x, algorithm, out, timeout):
     """A plain allgather of a numpy array on its lane: the result, or
     NOT_TAKEN (nothing sent) for any call the lane does not take."""
-    result = _mpicall.allgather(c, x, algorithm, out, timeout)
+    return _step_lane(c, _mpicall.allgather, "allgather-lane", _lanes.make_allgather, x, algorithm,
+                      out, timeout)
+
+
+def _step_lane(c, entry, kind: str, make, x, algorithm, out, timeout):
+    """A plain call of a numpy array on its StepLane: *entry*, the lane's
+    C entry, after *make* has made the lane on the signature's first call.
+    The result, or NOT_TAKEN (nothing sent)."""
+    result = entry(c, x, algorithm, out, timeout)
     if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
-            c, ("allgather-lane", x.dtype, x.shape, algorithm),
-            lambda: _lanes.make_allgather(c, x, algorithm)):
-        result = _mpicall.allgather(c, x, algorithm, out, timeout)
+            c, (kind, x.dtype, x.shape, algorithm), lambda: make(c, x, algorithm)):
+        result = entry(c, x, algorithm, out, timeout)
     return result
 
 
@@ -1115,12 +1122,8 @@ def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=N
 def _alltoall_lane(c, x, algorithm, out, timeout):
     """A plain alltoall of a numpy array on its lane: the result, or
     NOT_TAKEN (nothing sent) for any call the lane does not take."""
-    result = _mpicall.alltoall(c, x, algorithm, out, timeout)
-    if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
-            c, ("alltoall-lane", x.dtype, x.shape, algorithm),
-            lambda: _lanes.make_alltoall(c, x, algorithm)):
-        result = _mpicall.alltoall(c, x, algorithm, out, timeout)
-    return result
+    return _step_lane(c, _mpicall.alltoall, "alltoall-lane", _lanes.make_alltoall, x, algorithm,
+                      out, timeout)
 
 
 def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accumulate=None,
