@@ -2,11 +2,12 @@
 bursts.
 
     mpiexec -n 2 python bench/latency.py [--collective allreduce|reduce|broadcast|gather|
-                                          scatter|allgather|reduce_scatter|alltoall|barrier]
+                                          scatter|allgather|reduce_scatter|alltoall|scan|
+                                          barrier]
                                          [--bytes 8] [--rounds 25] [--json FILE]
                                          [--input numpy|memoryview|torch] [--async]
 
---bytes is the vector of allreduce, reduce and broadcast, one rank's block
+--bytes is the vector of allreduce, reduce, broadcast and scan, one rank's block
 of gather, scatter, allgather, reduce_scatter and alltoall (root 0; the
 result and out= buffers reused on every call), in whole float32 elements:
 --bytes 0 times calls with no data. A barrier has none (bytes reads 0).
@@ -39,7 +40,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--collective", default="allreduce",
                         choices=("allreduce", "reduce", "broadcast", "gather", "scatter",
-                                 "allgather", "reduce_scatter", "alltoall", "barrier"))
+                                 "allgather", "reduce_scatter", "alltoall", "scan",
+                                 "barrier"))
     parser.add_argument("--bytes", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=25)
     parser.add_argument("--calls", type=int, default=2000)
@@ -87,6 +89,9 @@ def main() -> int:
         x = x[:0]
         native = world.Barrier
         mine = caller.barrier
+    elif args.collective == "scan":
+        native = lambda: world.Scan(x, y)                       # noqa: E731
+        mine = lambda: caller.scan(xin, out=y)                  # noqa: E731
     elif args.collective == "reduce":
         native = lambda: world.Reduce(x, y, root=0)             # noqa: E731
         mine = lambda: caller.reduce(xin, root=0, out=y)        # noqa: E731

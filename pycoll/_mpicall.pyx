@@ -32,15 +32,15 @@ forces the latter.
 ``Lane`` is the small-message lane of an allreduce or reduce plan: the
 algorithm's schedule (pycoll/algorithms/_schedule.py) interpreted in C, with
 these calls and the reduction kernels, when the whole vector is one message;
-``ReduceScatterLane`` the ring reduce-scatter's steps, when every block is;
+``ScanLane`` a scan's, likewise; ``ReduceScatterLane`` the ring
+reduce-scatter's steps, when every block is;
 ``BroadcastLane`` a broadcast's tree edges, header and data; ``StepLane``
 the messages and copies of a gather, allgather, alltoall or scatter
 (``ScatterRoot`` and ``ScatterReceiver`` add scatter's header).
-``allreduce``, ``reduce``, ``reduce_scatter``, ``broadcast``, ``gather``,
-``allgather``, ``alltoall`` and ``scatter`` are the entries every such call
-tries first;
-they answer None (``reduce``: NOT_TAKEN, since None is its result off the
-root) whenever the call is not the plain case (no plan yet, non-contiguous
+``allreduce``, ``reduce``, ``reduce_scatter``, ``scan``, ``broadcast``,
+``gather``, ``allgather``, ``alltoall`` and ``scatter`` are the entries every
+such call tries first;
+they answer None (``reduce``, ``scan``: NOT_TAKEN, since None is a result) whenever the call is not the plain case (no plan yet, non-contiguous
 input, an out the Python path must check or write back), and the Python
 path takes the call. Either path sends the same messages with the same
 tags, so ranks taking different paths in one call still meet.
@@ -271,6 +271,7 @@ cdef enum:
     RECV = 1
     RECV_REDUCE = 2
     EXCHANGE = 3
+    SEED = 4            # a scan's (ScanLane)
     MAX_STEPS = 128
 
 cdef enum:
@@ -984,7 +985,7 @@ cdef class Lane(StagedSends):
     cdef int code, nsteps, divisor, stuck_peer, stuck_step
     cdef bint gets_result, sends
     cdef double deadline
-    cdef Py_ssize_t nbytes, count, align
+    cdef Py_ssize_t nbytes, count, align, room
     cdef int kinds[MAX_STEPS]
     cdef int peers[MAX_STEPS]
     cdef int lefts[MAX_STEPS]
@@ -999,7 +1000,7 @@ cdef class Lane(StagedSends):
             raise ValueError(f"no kernel for op {op}, dtype {code}")
         self.base, self.transport = base, transport
         self.code, self.shape, self.dtype = code, shape, dtype
-        self.nbytes = nbytes
+        self.nbytes = self.room = nbytes    # room: the "lane" scratch a call borrows
         self.count = nbytes // itemsize_of(code)
         self.align = 8 if itemsize_of(code) == 16 else itemsize_of(code)
         self.divisor = divisor              # AVG: divide by p; 0: no division
@@ -1097,7 +1098,7 @@ cdef class Lane(StagedSends):
             return NOT_TAKEN
         try:
             tag = self.calls.next_tag()
-            held = self.calls.borrow(SLOT_LANE, self.nbytes, &theirs)
+            held = self.calls.borrow(SLOT_LANE, self.room, &theirs)
             ways = self.ways_for(&o)
             stage_held = self.calls.stage(ways, self.nbytes if self.sends else 0, &st)
             self.deadline = deadline
@@ -1114,6 +1115,62 @@ cdef class Lane(StagedSends):
                             self.stuck_step, self.nsteps, monotonic() - started)
         check(rc, "the lane")
         return result
+
+
+cdef class ScanLane(Lane):
+    """One scan plan, run in C: Lane's call with a scan's schedule
+    (SEED, EXCHANGE, RECV_REDUCE and SEND steps, as
+    pycoll/algorithms/_schedule.execute_scan reads them). The partial
+    lives in the second half of the "lane" scratch, after what arrives;
+    the result in out. Made with Lane's arguments: *gets_result* is False
+    on rank 0 of an exclusive scan, which gets None, and *divisor* is AVG's
+    count of contributions to this rank's result."""
+
+    def __cinit__(self, *args, **kwargs):
+        self.room = 2 * self.nbytes
+
+    cdef int execute(self, char *send, char *data, char *theirs, Stage *stage,
+                     int tag) noexcept nogil:
+        cdef char *mine = send
+        cdef char *partial = theirs + self.nbytes
+        cdef handle_t comm = self.transport.comm
+        cdef int n = <int>self.nbytes
+        cdef int i, rc = 0, peer
+        cdef bint have_result = False
+        for i in range(self.nsteps):
+            peer = self.peers[i]
+            if self.kinds[i] == SEED:
+                if data != send:
+                    memcpy(data, send, self.nbytes)
+                have_result = True
+            elif self.kinds[i] == SEND:
+                rc = self.transfer(staged(mine, n, stage), NULL, peer, n, tag, comm)
+            else:
+                if self.kinds[i] == EXCHANGE:
+                    rc = self.transfer(staged(mine, n, stage), theirs, peer, n, tag, comm)
+                else:
+                    rc = self.transfer(NULL, theirs, peer, n, tag, comm)
+                if rc == 0:
+                    if self.lefts[i]:
+                        # the partial first: in place, the result is the input
+                        self.loop(partial, theirs, mine, self.count)
+                        if have_result:
+                            self.loop(data, theirs, data, self.count)
+                        else:
+                            memcpy(data, theirs, self.nbytes)
+                            have_result = True
+                    else:
+                        self.loop(partial, mine, theirs, self.count)
+                    mine = partial
+            if rc != 0:
+                self.stuck_step = i + 1
+                return rc
+        return 0
+
+    def take(self, x, out, double deadline=0.0):
+        """scan(x, out=out) in C: the result (None on rank 0 of an
+        exclusive scan), or NOT_TAKEN if the Python path must take it."""
+        return self.call(x, out, deadline)
 
 
 cdef class ReduceScatterLane(StagedSends):
@@ -1884,6 +1941,21 @@ def reduce(comm, x, op, root, algorithm, out, accumulate, timeout=None):
     if plan is None or plan.lane is None:
         return NOT_TAKEN
     return (<Lane>plan.lane).call(x, out, lane_deadline(comm, timeout))
+
+
+def scan(comm, x, op, exclusive, algorithm, out, accumulate, timeout=None):
+    """The lane of a repeated, plain scan: the result (None on rank 0 of
+    an exclusive scan)."""
+    if type(x) is not ndarray or type(exclusive) is not bool or accumulate is not None \
+            or not in_turn(comm):
+        return NOT_TAKEN                    # queued calls first (Note [Issue order])
+    try:
+        plan = comm._plans.get(("scan", x.dtype, x.shape, op, exclusive, algorithm, None))
+    except TypeError:
+        return NOT_TAKEN
+    if plan is None or plan.lane is None:
+        return NOT_TAKEN
+    return (<ScanLane>plan.lane).call(x, out, lane_deadline(comm, timeout))
 
 
 def reduce_scatter(comm, x, op, algorithm, out, accumulate, timeout=None):

@@ -27,6 +27,7 @@ from pycoll._kernels.copy import block, unpack
 from pycoll._kernels.reduce import convert, scale
 from pycoll._p2p import Channel
 from pycoll.algorithms import ALGORITHMS, REGISTRY, Task
+from pycoll.algorithms._schedule import SEED
 
 if TYPE_CHECKING:
     from pycoll.api import Communicator
@@ -108,13 +109,16 @@ PLAN_CACHE = 4096
 
 
 def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
-    """The C lane of an allreduce or reduce plan (pycoll/_mpicall.pyx), when
-    the vector is one message of an algorithm written as a schedule; of
+    """The C lane of an allreduce, reduce or scan plan (pycoll/_mpicall.pyx),
+    when the vector is one message of an algorithm written as a schedule
+    (scan: _scan_lane); of
     the ring's allreduce, when every chunk is one segment
     (_ring_allreduce_lane); of a reduce_scatter plan, when every message of
     its schedule is one segment (_reduce_scatter_lane); else None."""
     if args.collective == "reduce_scatter":
         return _reduce_scatter_lane(comm, args, algorithm, module, segment)
+    if args.collective == "scan":
+        return _scan_lane(comm, args, algorithm, module, segment)
     if (args.collective not in ("allreduce", "reduce") or comm.transport is None
             or args.dtype is not args.result):
         return None
@@ -133,6 +137,24 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
                          comm.size if args.op is Op.AVG else 0,
                          args.collective == "allreduce" or comm.rank == args.root,
                          args.collective, algorithm)
+
+
+def _scan_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
+    """A scan plan's _mpicall.ScanLane, when the vector is one segment (so
+    that the linear chain sends it as one message, as its schedule does);
+    else None. An empty vector keeps only the schedule's SEED (Note [Empty
+    lanes] in _lanes.py)."""
+    if comm.transport is None or args.dtype is not args.result or args.n > segment:
+        return None
+    p, r = comm.size, comm.rank
+    steps = module.schedule(p, r, args.exclusive)
+    if args.n == 0:
+        steps = [step for step in steps if step[0] == SEED]
+    gets_result = r > 0 or not args.exclusive
+    divisor = (r if args.exclusive else r + 1) if args.op is Op.AVG else 0
+    return _mpicall.ScanLane(comm, comm.transport, steps, args.op.kernel, args.dtype.code,
+                             args.shape, args.dtype.numpy, args.n, divisor, gets_result, "scan",
+                             algorithm)
 
 
 def _ring_allreduce_lane(comm, args: CollArgs, algorithm: str, module, segment: int):

@@ -1140,6 +1140,11 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
         pycoll.scan(x, exclusive=True)    # rank 0: None   rank 1: [1]   rank 2: [3]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
+    x = _lane_view(x)                       # Note [Lane views]
+    if not async_op and c._lane_ready:
+        result = _mpicall.scan(c, x, op, exclusive, algorithm, out, accumulate, timeout)
+        if result is not _mpicall.NOT_TAKEN:
+            return result
 
     def prepare():
         xa = _array(x)
@@ -1152,6 +1157,12 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
             result, result_data, writeback = _result(out, a.shape, a.result)
 
         def run(deadline):
+            # The C lane, where the top of scan() could not take it (checks
+            # mode, an async call): it has no deadline to keep.
+            if deadline is None and plan.lane is not None and (empty or writeback is None):
+                done = plan.lane.take(xa, None if empty else result)
+                if done is not _mpicall.NOT_TAKEN:
+                    return done
             send = _send_bytes(c, a, xa)
             if not empty and np.may_share_memory(send, result_data):
                 send = send.copy()          # out is or overlaps x: partials land before x is read
@@ -1164,7 +1175,9 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
             _finish(a, mine, result_data, c.rank if a.exclusive else c.rank + 1)
             return _done(result, result_data, writeback, out)
         return _reduction_record("scan", xa, op, algorithm, accumulate, exclusive=a.exclusive), run
-    return _call(c, "scan", async_op, timeout, prepare)
+    lane = partial(_mpicall.scan, c, x, op, exclusive, algorithm, out, accumulate, timeout) \
+        if async_op else None
+    return _call(c, "scan", async_op, timeout, prepare, lane)
 
 
 def barrier(comm=None, async_op=False, timeout=None):

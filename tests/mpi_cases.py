@@ -732,6 +732,7 @@ def group_lane(run):
     entries_take_plain_calls(run)
     array_like_lane_cases(run)
     reduce_lane_cases(run)
+    scan_lane_cases(run)
     overlapped_allgather_cases(run)
     partial_overlap_cases(run)
     allgather_lane_cases(run)
@@ -1367,6 +1368,88 @@ def reduce_lane_cases(run):
     run.count += 1
 
 
+def scan_lane_cases(run):
+    """The scan lane (ScanLane in pycoll/_mpicall.pyx, on each algorithm's
+    schedule) beside the general path: repeated scans of every (op,
+    dtype), inclusive and exclusive; in the same calls, odd ranks on the
+    general path (a strided out) or with a deadline while even ones take
+    the lane; in place; the same bits on the general path and the lane,
+    in place or not (a NaN payload naming the rank shows swapped
+    operands); empty vectors; and once made, the lanes take every plain
+    call, timeout= included."""
+    comm, p, r = run.comm, run.p, run.r
+
+    def check(name, y, xs, op, exclusive):
+        upto = r if exclusive else r + 1
+        if upto == 0:
+            assert y is None, f"{name}: rank 0 got {y!r}"
+        else:
+            run.check(name, y, reduce_ranks(op, xs[:upto]))
+    for algo in ALGORITHMS["scan"]:
+        for exclusive in (False, True):
+            for op, dtype in reduction_pairs():
+                for repeat in range(3):
+                    name = f"scan lane {algo} {op.value} {dtype} exclusive={exclusive} call {repeat}"
+                    xs = [rank_data(dtype, (3,), i, seed_of(name), op) for i in range(p)]
+                    y = comm.scan(xs[r], op=op, algorithm=algo, exclusive=exclusive)
+                    check(name, y, xs, op, exclusive)
+            for repeat in range(5):
+                name = f"scan lane {algo} exclusive={exclusive} call {repeat}"
+                xs = [rank_data("float64", (5, 2), i, seed_of(name), Op.SUM) for i in range(p)]
+                mine = xs[r].copy()
+                if repeat == 2 and r % 2:           # the general path: a strided out, written back
+                    target = np.zeros((10, 2))
+                    y = comm.scan(mine, algorithm=algo, exclusive=exclusive, out=target[::2])
+                    assert (y is None) == (exclusive and r == 0), name
+                    assert not target[1::2].any(), name
+                elif repeat == 3:
+                    y = comm.scan(mine, algorithm=algo, exclusive=exclusive,
+                                  timeout=60.0 if r % 2 else None)
+                elif repeat == 4:                   # in place
+                    y = comm.scan(mine, algorithm=algo, exclusive=exclusive, out=mine)
+                    assert y is (None if exclusive and r == 0 else mine), name
+                else:
+                    y = comm.scan(mine, algorithm=algo, exclusive=exclusive)
+                check(name, y, xs, Op.SUM, exclusive)
+                if y is not mine:
+                    assert np.array_equal(mine, xs[r]), f"{name}: x changed"
+        x = np.array([0, 1.5, -0.0], np.float32)
+        bits(x)[0] = 0x7fc00000 | (r + 1)
+        seen = []
+        for _ in range(3):
+            seen.append(bits(comm.scan(x, algorithm=algo)).tobytes())     # the lane
+            inplace = x.copy()
+            comm.scan(inplace, algorithm=algo, out=inplace)
+            seen.append(bits(inplace).tobytes())
+            strided = np.empty(6, np.float32)[::2]  # the general path, written back
+            comm.scan(x, algorithm=algo, out=strided)
+            seen.append(bits(strided).tobytes())
+        assert len(set(seen)) == 1, f"scan lane {algo}: the bits differ between paths"
+        run.count += 1
+    for shape in ((0,), (0, 3)):
+        for op in (Op.SUM, Op.AVG):
+            for exclusive in (False, True):
+                for repeat in range(3):
+                    name = f"scan lane empty {shape} {op.value} exclusive={exclusive} call {repeat}"
+                    x = np.zeros(shape, np.float32)
+                    check(name, comm.scan(x, op=op, exclusive=exclusive), [x] * p, op, exclusive)
+    lanes = [k for k, v in comm._plans.items() if k[0] == "scan" and v.lane is not None]
+    assert bool(lanes) == (comm.transport is not None), (lanes, comm.transport_info)
+    if comm.transport is not None:
+        why = "a plain scan left its lane"
+        for repeat in range(3):
+            with lanes_only(("_call",), why, when=repeat > 0):
+                for algo in ("auto", *ALGORITHMS["scan"]):
+                    for op, exclusive in ((Op.SUM, False), (Op.AVG, True)):
+                        name = f"scan lane only {algo} {op.value} exclusive={exclusive}"
+                        xs = [rank_data("bfloat16", (4,), i, seed_of(name), op) for i in range(p)]
+                        timeout = {"timeout": 60.0} if r % 2 else {}
+                        y = comm.scan(xs[r], op=op, algorithm=algo, exclusive=exclusive, **timeout)
+                        check(name, y, xs, op, exclusive)
+    y = comm.allreduce(np.array([r + 1.0]))
+    run.check("scan lane: tags agree after", y, np.array([p * (p + 1) / 2]))
+
+
 def group_staging(run):
     """Sends of 256 KiB-8 MiB from inputs on 4 KiB pages go out of a copy
     on huge pages (Note [Staging sends] in pycoll/_mpicall.pyx): every
@@ -1378,14 +1461,14 @@ def group_staging(run):
 
     comm, p, r = run.comm, run.p, run.r
     can_tell = huge_page_bytes(np.ones(1)) is not None
-    for collective in ("allreduce", "reduce", "reduce_scatter"):
+    for collective in ("allreduce", "reduce", "reduce_scatter", "scan"):
         for algo in ALGORITHMS[collective]:
             for dtype, count in (("float32", 70_000 * p), ("bfloat16", 300_000)):
                 name = f"staging {collective} {algo} {dtype} {count}"
                 xs = [rank_data(dtype, (count,), i, seed_of(name), Op.SUM) for i in range(p)]
                 x = empty_small_pages(count, BY_NAME[dtype].numpy)
                 x[:] = xs[r]
-                want = reduce_ranks(Op.SUM, xs)
+                want = reduce_ranks(Op.SUM, xs if collective != "scan" else xs[:r + 1])
                 if collective == "reduce_scatter":
                     want = np.array_split(want, p)[r]
                 got = []
@@ -1974,7 +2057,7 @@ def group_async_lanes(run):
     calls alone, the results are exact, and ranks that call the same
     collective async and blocking (the lane, the general path, or a lane
     run by a waiting thread) meet on the same messages."""
-    comm, p, r = run.comm, run.p, run.r
+    p, r = run.p, run.r
     sub = pycoll.Communicator(MPI.COMM_WORLD)       # no lane made yet
     x = np.arange(4.0) + r
     whole = np.arange(4.0 * p) + 10 * r
@@ -1997,6 +2080,7 @@ def group_async_lanes(run):
         "alltoall": (lambda a: sub.alltoall(whole, async_op=a),
                      np.concatenate([np.array_split(np.arange(4.0 * p) + 10 * i, p)[r]
                                      for i in range(p)])),
+        "scan": (lambda a: sub.scan(x, async_op=a), (r + 1) * np.arange(4.0) + r * (r + 1) / 2),
         "barrier": (lambda a: sub.barrier(async_op=a), None),
     }
 
@@ -2018,6 +2102,7 @@ def group_async_lanes(run):
         assert {"broadcast-lane", "gather-lane", "allgather-lane", "alltoall-lane",
                 "barrier-lane"} <= made, made
         assert made & {"scatter-lane", "scatter-lane-root"}, made
+        assert any(k[0] == "scan" and v.lane is not None for k, v in sub._plans.items())
     sub.free()
     run.count += 1
 

@@ -251,7 +251,7 @@ def test_latency_script_runs_every_collective(mode):
     """bench/latency.py at p = 2: one JSON line per collective, with both
     sides' times (the script itself; its numbers are for bench/NOTES.md)."""
     for collective in ("allreduce", "reduce", "broadcast", "gather", "scatter", "allgather",
-                       "reduce_scatter", "alltoall", "barrier"):
+                       "reduce_scatter", "alltoall", "scan", "barrier"):
         proc = launch(2, ["bench/latency.py", "--collective", collective, "--rounds", "2",
                           "--calls", "20", *mode], timeout=120)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

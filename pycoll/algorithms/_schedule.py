@@ -14,6 +14,17 @@ where *left* says the received partial is the left operand (Note
 input (``send``) and lives in ``data`` from its first reduction or receipt;
 a rank whose last step is a SEND (off a reduce's root) ends with no result.
 
+A scan keeps two values, the partial and the result (the prefix so far),
+and its schedule (ScanLane in pycoll/_mpicall.pyx) reads the same kinds
+with one more:
+
+    (SEED, -1)                     the result starts as the input (inclusive)
+    (EXCHANGE, peer, left)         swap partials; one from the left reduces
+                                   into both, the left operand of each (the
+                                   result's first one is copied, exclusive)
+    (RECV_REDUCE, peer, True)      the same from a lower rank, without sending
+    (SEND, peer)                   send the partial on
+
 Two interpreters run a schedule: ``execute`` below with the Channel's
 segmented primitives, at any size; and pycoll/_mpicall.pyx, in C, when the
 vector is one segment (the small-message lane). Both read the same
@@ -23,7 +34,7 @@ from __future__ import annotations
 
 from pycoll._p2p import lands_in
 
-SEND, RECV, RECV_REDUCE, EXCHANGE = 0, 1, 2, 3
+SEND, RECV, RECV_REDUCE, EXCHANGE, SEED = 0, 1, 2, 3, 4
 
 # A reduce_scatter's steps cut the vector, so its lane (ReduceScatterLane in
 # pycoll/_mpicall.pyx) reads another form, made by the algorithm's
@@ -74,3 +85,37 @@ def execute(t, steps) -> None:
     # keeps no result; otherwise nothing arrived (p == 1).
     if mine is not data and not (steps and steps[-1][0] == SEND):
         data[:] = mine
+
+
+def execute_scan(t, steps) -> None:
+    """Run a scan's *steps* on task *t* with the Channel's primitives: the
+    partial in t.data, the result in t.out."""
+    ch, partial, result = t.ch, t.data, t.out
+    mine = t.send
+    theirs = None
+    have_result = False
+    for step in steps:
+        kind, peer = step[0], step[1]
+        if kind == SEED:
+            result[:] = mine
+            have_result = True
+        elif kind == SEND:
+            ch.send(mine, peer)
+        else:
+            if theirs is None:
+                theirs = ch.scratch("work", len(partial))
+            if kind == EXCHANGE:
+                ch.sendrecv(mine, peer, theirs, peer)
+            else:
+                ch.recv(theirs, peer)
+            if step[2]:
+                # the partial first: in place, the result is the input
+                ch.reduce(partial, theirs, mine)
+                if have_result:
+                    ch.reduce(result, theirs, result)
+                else:
+                    result[:] = theirs
+                    have_result = True
+            else:
+                ch.reduce(partial, mine, theirs)
+            mine = partial

@@ -8,6 +8,7 @@ so the chain is pipelined. Exclusive: the received prefix is the result.
     bytes sent     n
     bytes reduced  n
 """
+from pycoll.algorithms._schedule import RECV_REDUCE, SEED, SEND
 
 
 def steps(p):
@@ -20,6 +21,18 @@ def bytes_on_wire(n, p):
 
 def reduce_bytes(n, p):
     return n if p > 1 else 0
+
+
+def schedule(p, r, exclusive):
+    """This rank's steps (pycoll/algorithms/_schedule.py) when the vector is
+    one segment: run()'s messages, for the lane (ScanLane in
+    pycoll/_mpicall.pyx)."""
+    steps = [] if exclusive else [(SEED, -1)]
+    if r > 0:
+        steps.append((RECV_REDUCE, r - 1, True))
+    if r + 1 < p:
+        steps.append((SEND, r + 1))
+    return tuple(steps)
 
 
 def run(t):

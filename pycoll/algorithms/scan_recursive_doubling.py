@@ -10,6 +10,7 @@ partial only. Works for any p. The exclusive result of rank 0 is undefined.
     bytes sent     n * ceil(log2 p)
     bytes reduced  2 n * ceil(log2 p)
 """
+from pycoll.algorithms._schedule import EXCHANGE, SEED, execute_scan
 from pycoll.algorithms._shape import log2_ceil
 
 
@@ -25,25 +26,18 @@ def reduce_bytes(n, p):
     return 2 * n * log2_ceil(p)
 
 
-def run(t):
-    p, r, ch, partial, result = t.size, t.rank, t.ch, t.data, t.out
-    partial[:] = t.send
-    theirs = ch.scratch("work", len(partial))
-    have_result = not t.exclusive
-    if have_result:
-        result[:] = partial
+def schedule(p, r, exclusive):
+    """This rank's steps (pycoll/algorithms/_schedule.py), read by run() and
+    by the lane (ScanLane in pycoll/_mpicall.pyx)."""
+    steps = [] if exclusive else [(SEED, -1)]
     mask = 1
     while mask < p:
         partner = r ^ mask
         if partner < p:
-            ch.sendrecv(partial, partner, theirs, partner)
-            if partner < r:
-                ch.reduce(partial, theirs, partial)
-                if have_result:
-                    ch.reduce(result, theirs, result)
-                else:
-                    result[:] = theirs
-                    have_result = True
-            else:
-                ch.reduce(partial, partial, theirs)
+            steps.append((EXCHANGE, partner, partner < r))
         mask <<= 1
+    return tuple(steps)
+
+
+def run(t):
+    execute_scan(t, schedule(t.size, t.rank, t.exclusive))
