@@ -1934,13 +1934,8 @@ def reduce(comm, x, op, root, algorithm, out, accumulate, timeout=None):
     if type(x) is not ndarray or type(root) is not int or accumulate is not None \
             or not in_turn(comm):
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
-    try:
-        plan = comm._plans.get(("reduce", x.dtype, x.shape, op, root, algorithm, None))
-    except TypeError:
-        return NOT_TAKEN
-    if plan is None or plan.lane is None:
-        return NOT_TAKEN
-    return (<Lane>plan.lane).call(x, out, lane_deadline(comm, timeout))
+    return plan_lane_call(comm, ("reduce", x.dtype, x.shape, op, root, algorithm, None), x, out,
+                          timeout)
 
 
 def scan(comm, x, op, exclusive, algorithm, out, accumulate, timeout=None):
@@ -1949,13 +1944,20 @@ def scan(comm, x, op, exclusive, algorithm, out, accumulate, timeout=None):
     if type(x) is not ndarray or type(exclusive) is not bool or accumulate is not None \
             or not in_turn(comm):
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
+    return plan_lane_call(comm, ("scan", x.dtype, x.shape, op, exclusive, algorithm, None), x,
+                          out, timeout)
+
+
+cdef object plan_lane_call(comm, tuple key, x, out, timeout):
+    """The call on the Lane (or ScanLane) of the plan kept under *key*;
+    NOT_TAKEN, with nothing sent, when there is none or it declines."""
     try:
-        plan = comm._plans.get(("scan", x.dtype, x.shape, op, exclusive, algorithm, None))
+        plan = comm._plans.get(key)
     except TypeError:
         return NOT_TAKEN
     if plan is None or plan.lane is None:
         return NOT_TAKEN
-    return (<ScanLane>plan.lane).call(x, out, lane_deadline(comm, timeout))
+    return (<Lane>plan.lane).call(x, out, lane_deadline(comm, timeout))
 
 
 def reduce_scatter(comm, x, op, algorithm, out, accumulate, timeout=None):
