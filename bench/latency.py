@@ -6,6 +6,7 @@ bursts.
                                           barrier]
                                          [--bytes 8] [--rounds 25] [--json FILE]
                                          [--input numpy|memoryview|torch] [--async]
+                                         [--accumulate]
 
 --bytes is the vector of allreduce, reduce, broadcast and scan, one rank's block
 of gather, scatter, allgather, reduce_scatter and alltoall (root 0; the
@@ -20,6 +21,11 @@ per-round ratio pycoll / native, next to each side's median time.
 
 --async issues pycoll's calls with async_op=True and waits on each at once.
 
+--accumulate gives pycoll's reductions (allreduce, reduce, reduce_scatter,
+scan) bfloat16 arrays of the same element count with accumulate="float32"
+(Note [Widened lanes] in pycoll/_mpicall.pyx); native MPI, which has no
+bfloat16, reduces the float32 arrays.
+
 --input gives pycoll's calls memoryviews or CPU torch tensors over the same
 arrays instead of the arrays (made once; out= stays a numpy array), to time
 an array-like's call (Note [Lane views] in pycoll/api.py).
@@ -30,6 +36,7 @@ import statistics
 import sys
 import time
 
+import ml_dtypes
 import numpy as np
 from mpi4py import MPI
 
@@ -49,6 +56,8 @@ def main() -> int:
     parser.add_argument("--input", default="numpy", choices=("numpy", "memoryview", "torch"))
     parser.add_argument("--async", dest="async_op", action="store_true",
                         help="pycoll's calls with async_op=True, each waited at once")
+    parser.add_argument("--accumulate", action="store_true",
+                        help="pycoll's reductions on bfloat16 with accumulate='float32'")
     args = parser.parse_args()
     comm = pycoll.Communicator()
     world = MPI.COMM_WORLD.Dup()
@@ -64,7 +73,11 @@ def main() -> int:
 
     whole = np.ones(x.size * comm.size, np.float32)
     view = as_input(args.input)
-    xin, wholein = view(x), view(whole)
+    # --accumulate: pycoll reduces bfloat16 copies in float32 (native, float32)
+    half = args.accumulate and args.collective in ("allreduce", "reduce", "reduce_scatter", "scan")
+    ours = (lambda a: a.astype(ml_dtypes.bfloat16)) if half else (lambda a: a)
+    acc = {"accumulate": "float32"} if half else {}
+    xin, wholein, yout = view(ours(x)), view(ours(whole)), ours(y)
     caller = Waited(comm) if args.async_op else comm
     if args.collective == "gather":
         native = lambda: world.Gather(x, whole, root=0)         # noqa: E731
@@ -74,7 +87,7 @@ def main() -> int:
         mine = lambda: caller.scatter(wholein if comm.rank == 0 else None, root=0, out=y)  # noqa: E731
     elif args.collective == "reduce_scatter":
         native = lambda: world.Reduce_scatter_block(whole, y)   # noqa: E731
-        mine = lambda: caller.reduce_scatter(wholein, out=y)    # noqa: E731
+        mine = lambda: caller.reduce_scatter(wholein, out=yout, **acc)  # noqa: E731
     elif args.collective == "broadcast":
         native = lambda: world.Bcast(x, root=0)                 # noqa: E731
         mine = lambda: caller.broadcast(xin, root=0)            # noqa: E731
@@ -91,13 +104,13 @@ def main() -> int:
         mine = caller.barrier
     elif args.collective == "scan":
         native = lambda: world.Scan(x, y)                       # noqa: E731
-        mine = lambda: caller.scan(xin, out=y)                  # noqa: E731
+        mine = lambda: caller.scan(xin, out=yout, **acc)        # noqa: E731
     elif args.collective == "reduce":
         native = lambda: world.Reduce(x, y, root=0)             # noqa: E731
-        mine = lambda: caller.reduce(xin, root=0, out=y)        # noqa: E731
+        mine = lambda: caller.reduce(xin, root=0, out=yout, **acc)  # noqa: E731
     else:
         native = lambda: world.Allreduce(x, y)                  # noqa: E731
-        mine = lambda: caller.allreduce(xin, out=y)             # noqa: E731
+        mine = lambda: caller.allreduce(xin, out=yout, **acc)   # noqa: E731
     for _ in range(3):
         burst(native)
         burst(mine)
@@ -108,6 +121,7 @@ def main() -> int:
     ratios = [m / n for n, m in zip(times["native"], times["pycoll"])]
     result = {"mpi": " ".join(MPI.Get_library_version().split()[:3]), "p": comm.size,
               "collective": args.collective, "input": args.input, "async": args.async_op,
+              "accumulate": half,
               "bytes": x.nbytes, "native_us": statistics.median(times["native"]) * 1e6,
               "pycoll_us": statistics.median(times["pycoll"]) * 1e6,
               "ratio": statistics.median(ratios), "rounds": args.rounds,

@@ -58,7 +58,8 @@ import numpy as np
 
 from pycoll._memory import empty
 from pycoll.errors import CollectiveTimeout
-from pycoll._kernels.reduce cimport pycoll_binary_loop, itemsize_of, loop_for, scale_buffer
+from pycoll._kernels.reduce cimport (convert_buffer, pycoll_binary_loop, itemsize_of, loop_for,
+                                     scale_buffer)
 
 cdef extern from "kernels.h" nogil:
     int pycoll_pages_ready()
@@ -966,15 +967,30 @@ cdef double lane_deadline(comm, timeout) except? -1.0:
     return api_lane_deadline(comm, timeout)
 
 
+# Note [Widened lanes]
+# ~~~~~~~~~~~~~~~~~~~~
+# accumulate="float32" runs a float16 or bfloat16 reduction in float32:
+# the general path widens x into scratch, runs the schedule on float32
+# bytes, divides (AVG) and narrows the result once (_plan._send_bytes,
+# _finish). A Lane made with a result_code does the same in C, with the
+# same conversion kernels: x and the result are of result_code, the
+# schedule, its messages and its kernel of code (float32), and the widened
+# input and partial live in the "lane" scratch after the schedule's own
+# room. Before, such a call took the general path at every size: an 8 B
+# bfloat16 allreduce with accumulate took 15.7 us at p = 2 against 3.7
+# without. The ring's lanes (ReduceScatterLane) are not widened.
+
 cdef class Lane(StagedSends):
     """One allreduce or reduce plan, run in C: its schedule, kernel and buffers.
 
     Made by _plan.Plan when the plan's algorithm has a schedule, the vector is
-    one segment, nothing is accumulated in another dtype, and the
-    communicator has a Transport. *gets_result*: this rank ends with the
-    result (every rank of an allreduce, the root of a reduce); elsewhere the
-    partial lives in scratch and the call returns None. *collective* and
-    *algorithm* name the call in a CollectiveTimeout (Note [Lane deadlines]).
+    one segment, and the communicator has a Transport. *gets_result*: this
+    rank ends with the result (every rank of an allreduce, the root of a
+    reduce); elsewhere the partial lives in scratch and the call returns
+    None. *collective* and *algorithm* name the call in a CollectiveTimeout
+    (Note [Lane deadlines]). *result_code*: x's and the result's dtype when
+    the schedule runs in *code*, wider (Note [Widened lanes]); *shape* and
+    *dtype* are the result's.
     """
 
     cdef Transport transport
@@ -982,17 +998,17 @@ cdef class Lane(StagedSends):
     cdef object base, shape, dtype, collective
     cdef readonly object algorithm     # _plan.py, Note [One plan per algorithm]
     cdef pycoll_binary_loop loop
-    cdef int code, nsteps, divisor, stuck_peer, stuck_step
+    cdef int code, result_code, nsteps, divisor, stuck_peer, stuck_step
     cdef bint gets_result, sends
     cdef double deadline
-    cdef Py_ssize_t nbytes, count, align, room
+    cdef Py_ssize_t nbytes, xbytes, count, align, room
     cdef int kinds[MAX_STEPS]
     cdef int peers[MAX_STEPS]
     cdef int lefts[MAX_STEPS]
 
     def __cinit__(self, base, Transport transport, steps, int op, int code, shape, dtype,
                   Py_ssize_t nbytes, int divisor, bint gets_result=True,
-                  collective="allreduce", algorithm="?"):
+                  collective="allreduce", algorithm="?", int result_code=-1):
         if len(steps) > MAX_STEPS:
             raise ValueError(f"a schedule of {len(steps)} steps is too long for the lane")
         self.loop = loop_for(op, code)
@@ -1002,7 +1018,11 @@ cdef class Lane(StagedSends):
         self.code, self.shape, self.dtype = code, shape, dtype
         self.nbytes = self.room = nbytes    # room: the "lane" scratch a call borrows
         self.count = nbytes // itemsize_of(code)
-        self.align = 8 if itemsize_of(code) == 16 else itemsize_of(code)
+        # Note [Widened lanes]: x and the result in result_code, the
+        # schedule in code (float32)
+        self.result_code = result_code if result_code >= 0 else code
+        self.xbytes = self.count * itemsize_of(self.result_code)
+        self.align = 8 if itemsize_of(self.result_code) == 16 else itemsize_of(self.result_code)
         self.divisor = divisor              # AVG: divide by p; 0: no division
         self.gets_result = gets_result
         self.collective, self.algorithm = collective, algorithm
@@ -1083,31 +1103,44 @@ cdef class Lane(StagedSends):
         (Note [Lane deadlines])."""
         cdef Operands o
         cdef char *theirs
+        cdef char *send
+        cdef char *data
         cdef Stage st
         cdef Ways *ways
         cdef int rc, tag
+        cdef bint wide = self.result_code != self.code
         cdef double started = 0.0
         if not self.gets_result:
             result = None                   # out is ignored here; the partial lives in scratch
-            data = self.calls.scratch("lane-data", self.nbytes)
+            output = None if wide else self.calls.scratch("lane-data", self.nbytes)
         else:
-            result = data = lane_output(out, self.shape, self.dtype)
+            result = output = lane_output(out, self.shape, self.dtype)
             if result is NOT_TAKEN:
                 return NOT_TAKEN
-        if not take_operands(&o, x, True, self.nbytes, data, self.align, True):
+        if not take_operands(&o, x, True, self.xbytes, output, self.align, True):
             return NOT_TAKEN
         try:
             tag = self.calls.next_tag()
-            held = self.calls.borrow(SLOT_LANE, self.room, &theirs)
+            held = self.calls.borrow(SLOT_LANE, self.room + (2 * self.nbytes if wide else 0),
+                                     &theirs)
+            send, data = o.xp, o.outp
+            if wide:
+                send = theirs + self.room
+                data = send + self.nbytes
             ways = self.ways_for(&o)
             stage_held = self.calls.stage(ways, self.nbytes if self.sends else 0, &st)
             self.deadline = deadline
             with nogil:
                 started = monotonic()
-                rc = self.execute(o.xp, o.outp, theirs, &st, tag)
+                if wide:
+                    convert_buffer(self.result_code, self.code, send, o.xp, self.count)
+                rc = self.execute(send, data, theirs, &st, tag)
                 settle(ways, &st, rc)
-                if rc == 0 and self.divisor and self.gets_result:
-                    scale_buffer(self.code, o.outp, o.outp, self.divisor, self.count)
+                if rc == 0 and self.gets_result:
+                    if self.divisor:
+                        scale_buffer(self.code, data, data, self.divisor, self.count)
+                    if wide:
+                        convert_buffer(self.code, self.result_code, o.outp, data, self.count)
         finally:
             release_operands(&o)
         if rc == TIMED_OUT:
@@ -1911,10 +1944,10 @@ def broadcast(comm, x, root, algorithm, timeout=None):
 def allreduce(comm, x, op, algorithm, out, accumulate, timeout=None):
     """The lane of a repeated, plain allreduce: the result; None for any
     other call."""
-    if type(x) is not ndarray or accumulate is not None or not in_turn(comm):
+    if type(x) is not ndarray or not in_turn(comm):
         return None                         # queued calls first (Note [Issue order])
     try:
-        plan = comm._plans.get(("allreduce", x.dtype, x.shape, op, algorithm, None))
+        plan = comm._plans.get(("allreduce", x.dtype, x.shape, op, algorithm, accumulate))
     except TypeError:
         return None
     if plan is None:
@@ -1931,21 +1964,19 @@ def allreduce(comm, x, op, algorithm, out, accumulate, timeout=None):
 def reduce(comm, x, op, root, algorithm, out, accumulate, timeout=None):
     """The lane of a repeated, plain reduce: the result on the root, None
     elsewhere."""
-    if type(x) is not ndarray or type(root) is not int or accumulate is not None \
-            or not in_turn(comm):
+    if type(x) is not ndarray or type(root) is not int or not in_turn(comm):
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
-    return plan_lane_call(comm, ("reduce", x.dtype, x.shape, op, root, algorithm, None), x, out,
-                          timeout)
+    return plan_lane_call(comm, ("reduce", x.dtype, x.shape, op, root, algorithm, accumulate),
+                          x, out, timeout)
 
 
 def scan(comm, x, op, exclusive, algorithm, out, accumulate, timeout=None):
     """The lane of a repeated, plain scan: the result (None on rank 0 of
     an exclusive scan)."""
-    if type(x) is not ndarray or type(exclusive) is not bool or accumulate is not None \
-            or not in_turn(comm):
+    if type(x) is not ndarray or type(exclusive) is not bool or not in_turn(comm):
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
-    return plan_lane_call(comm, ("scan", x.dtype, x.shape, op, exclusive, algorithm, None), x,
-                          out, timeout)
+    return plan_lane_call(comm, ("scan", x.dtype, x.shape, op, exclusive, algorithm, accumulate),
+                          x, out, timeout)
 
 
 cdef object plan_lane_call(comm, tuple key, x, out, timeout):

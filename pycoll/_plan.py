@@ -119,13 +119,13 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
         return _reduce_scatter_lane(comm, args, algorithm, module, segment)
     if args.collective == "scan":
         return _scan_lane(comm, args, algorithm, module, segment)
-    if (args.collective not in ("allreduce", "reduce") or comm.transport is None
-            or args.dtype is not args.result):
+    if args.collective not in ("allreduce", "reduce") or comm.transport is None:
         return None
+    wide = args.dtype is not args.result    # Note [Widened lanes] in _mpicall.pyx
     if args.n == 0 or comm.size == 1 and args.n <= segment:
         steps = []                          # Note [Empty lanes]; Note [Solo lanes] in _lanes.py
     elif hasattr(module, "chunk_schedule"):
-        return _ring_allreduce_lane(comm, args, algorithm, module, segment)
+        return None if wide else _ring_allreduce_lane(comm, args, algorithm, module, segment)
     elif not args.n <= segment or not hasattr(module, "schedule"):
         return None
     elif args.collective == "reduce":
@@ -133,10 +133,10 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
     else:
         steps = module.schedule(comm.size, comm.rank)
     return _mpicall.Lane(comm, comm.transport, steps, args.op.kernel, args.dtype.code,
-                         args.shape, args.dtype.numpy, args.n,
+                         args.shape, args.result.numpy, args.n,
                          comm.size if args.op is Op.AVG else 0,
                          args.collective == "allreduce" or comm.rank == args.root,
-                         args.collective, algorithm)
+                         args.collective, algorithm, args.result.code)
 
 
 def _scan_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
@@ -144,7 +144,7 @@ def _scan_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
     that the linear chain sends it as one message, as its schedule does);
     else None. An empty vector keeps only the schedule's SEED (Note [Empty
     lanes] in _lanes.py)."""
-    if comm.transport is None or args.dtype is not args.result or args.n > segment:
+    if comm.transport is None or args.n > segment:
         return None
     p, r = comm.size, comm.rank
     steps = module.schedule(p, r, args.exclusive)
@@ -153,8 +153,8 @@ def _scan_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
     gets_result = r > 0 or not args.exclusive
     divisor = (r if args.exclusive else r + 1) if args.op is Op.AVG else 0
     return _mpicall.ScanLane(comm, comm.transport, steps, args.op.kernel, args.dtype.code,
-                             args.shape, args.dtype.numpy, args.n, divisor, gets_result, "scan",
-                             algorithm)
+                             args.shape, args.result.numpy, args.n, divisor, gets_result, "scan",
+                             algorithm, args.result.code)
 
 
 def _ring_allreduce_lane(comm, args: CollArgs, algorithm: str, module, segment: int):

@@ -733,6 +733,7 @@ def group_lane(run):
     array_like_lane_cases(run)
     reduce_lane_cases(run)
     scan_lane_cases(run)
+    widened_lane_cases(run)
     overlapped_allgather_cases(run)
     partial_overlap_cases(run)
     allgather_lane_cases(run)
@@ -1448,6 +1449,78 @@ def scan_lane_cases(run):
                         check(name, y, xs, op, exclusive)
     y = comm.allreduce(np.array([r + 1.0]))
     run.check("scan lane: tags agree after", y, np.array([p * (p + 1) / 2]))
+
+
+def widened_lane_cases(run):
+    """accumulate="float32" on the lanes (Note [Widened lanes] in
+    pycoll/_mpicall.pyx): allreduce, reduce and scan of float16 and
+    bfloat16, SUM and AVG, round once at the end, on the lane and on the
+    general path (a strided out, in the same signature) to the same bits,
+    in place too; once made, the lanes take every plain call."""
+    comm, p, r = run.comm, run.p, run.r
+    small = {BF16: 2.0 ** -9, np.dtype(np.float16): 2.0 ** -11}   # below half an ulp of 1
+
+    def want(dtype, op, ranks):
+        """Ranks 0..ranks-1 reduced in float32 (exact for these values),
+        rounded once; None for no ranks."""
+        if ranks == 0:
+            return None
+        total = F32(1.0) + F32(small[dtype]) * F32(ranks - 1)
+        if op is Op.AVG:
+            total = total / F32(ranks)
+        return np.full(64, total, F32).astype(dtype)
+
+    def calls(name, call, x, expected):
+        """call(x, out) on the lane, on the general path and in place, for
+        x of 1.0 and small[dtype] and for random x (the same bits on every
+        path; None where *expected* is None)."""
+        noisy = np.random.default_rng([len(name), r]).standard_normal(64).astype(x.dtype)
+        for data in (x, noisy):
+            seen = []
+            for _ in range(3):
+                y = call(data, None)
+                strided = np.zeros(2 * data.size, data.dtype)[::2]  # the general path, written back
+                general = call(data, strided)
+                inplace = data.copy()
+                same = call(inplace, inplace)
+                if expected is None:
+                    assert y is None and general is None and same is None, name
+                    continue
+                if data is x:
+                    run.check(name, y, expected)
+                seen += [bits(y).tobytes(), bits(strided).tobytes(), bits(inplace).tobytes()]
+            assert len(set(seen)) <= 1, f"{name}: the lane and the general path differ"
+            run.count += 1
+    for dtype in small:
+        x = np.full(64, 1.0 if r == 0 else small[dtype], dtype)
+        for op in (Op.SUM, Op.AVG):
+            for algo in ("recursive_doubling", "tree", "auto"):
+                calls(f"widened allreduce {dtype} {op.value} {algo}",
+                      lambda x, out: comm.allreduce(x, op=op, algorithm=algo, out=out,
+                                                    accumulate="float32"),
+                      x, want(dtype, op, p))
+            calls(f"widened reduce {dtype} {op.value}",
+                  lambda x, out: comm.reduce(x, op=op, root=p - 1, out=out, accumulate="float32"),
+                  x, want(dtype, op, p) if r == p - 1 else None)
+            for exclusive in (False, True):
+                for algo in ALGORITHMS["scan"]:
+                    calls(f"widened scan {dtype} {op.value} {algo} exclusive={exclusive}",
+                          lambda x, out: comm.scan(x, op=op, algorithm=algo, exclusive=exclusive,
+                                                   out=out, accumulate="float32"),
+                          x, want(dtype, op, r if exclusive else r + 1))
+    lanes = [k for k, v in comm._plans.items() if k[-1] == "float32" and v.lane is not None]
+    assert bool(lanes) == (comm.transport is not None), (lanes, comm.transport_info)
+    if comm.transport is not None:
+        why = "a plain call with accumulate left its lane"
+        for repeat in range(3):
+            with lanes_only(("_call",), why, when=repeat > 0):
+                y = comm.allreduce(x, op=Op.AVG, algorithm="recursive_doubling",
+                                   accumulate="float32", timeout=60.0 if r % 2 else None)
+                run.check("widened lane only allreduce", y, want(x.dtype, Op.AVG, p))
+                y = comm.reduce(x, root=0, accumulate="float32")
+                assert (y is None) == (r != 0), "widened lane only reduce"
+                y = comm.scan(x, accumulate="float32")
+                run.check("widened lane only scan", y, want(x.dtype, Op.SUM, r + 1))
 
 
 def group_staging(run):

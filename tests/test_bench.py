@@ -260,6 +260,17 @@ def test_latency_script_runs_every_collective(mode):
         assert result["pycoll_us"] > 0 and result["native_us"] > 0
 
 
+def test_latency_script_accumulates():
+    """bench/latency.py --accumulate: the reductions on bfloat16 with
+    accumulate="float32"; a collective that reduces nothing ignores it."""
+    for collective, half in (("scan", True), ("reduce_scatter", True), ("gather", False)):
+        proc = launch(2, ["bench/latency.py", "--collective", collective, "--rounds", "2",
+                          "--calls", "20", "--accumulate"], timeout=120)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert result["accumulate"] is half and result["pycoll_us"] > 0, result
+
+
 def test_fusion_small_script():
     """bench/fusion_small.py at p = 2: one JSON line per case, every
     variant timed (its numbers are for the README's fusion section)."""

@@ -46,3 +46,5 @@ cdef extern from "kernels.h" nogil:
 cdef pycoll_binary_loop loop_for(int op, int dtype) noexcept nogil
 cdef int scale_buffer(int dtype, void *out, const void *x, double divisor, size_t n) noexcept nogil
 cdef size_t itemsize_of(int dtype) noexcept nogil
+cdef int convert_buffer(int src_dtype, int dst_dtype, void *out, const void *x,
+                        size_t n) noexcept nogil

@@ -58,6 +58,13 @@ cdef size_t itemsize_of(int dtype) noexcept nogil:
     return pycoll_itemsize(dtype)
 
 
+cdef int convert_buffer(int src_dtype, int dst_dtype, void *out, const void *x,
+                        size_t n) noexcept nogil:
+    """out = x converted, n elements between float32 and float16/bfloat16
+    (as convert(), unchecked); -1 for another pair."""
+    return pycoll_convert(src_dtype, dst_dtype, out, x, n)
+
+
 def supports(int op, int dtype):
     """Whether the reduction *op* is defined for *dtype*."""
     return pycoll_reduce_loop(op, dtype) is not NULL
