@@ -381,7 +381,8 @@ cdef void release_operands(Operands *o) noexcept:
 cdef enum:
     SLOT_LANE = 0               # what arrives before it is reduced in place
     SLOT_OUTPUT = 1             # a reduce_scatter's partial sums
-    SLOT_WORK = 2               # a StepLane's work buffer
+    SLOT_WORK = 2               # a StepLane's work buffer; a widened ReduceScatterLane's
+                                # float32 x and result (Note [Widened lanes])
     SLOT_STAGE = 3              # a send's copy on huge pages (Note [Staging sends])
     C_SLOTS = 4
 SLOT_NAMES = ("lane", "output", "work", "stage")
@@ -976,9 +977,10 @@ cdef double lane_deadline(comm, timeout) except? -1.0:
 # same conversion kernels: x and the result are of result_code, the
 # schedule, its messages and its kernel of code (float32), and the widened
 # input and partial live in the "lane" scratch after the schedule's own
-# room. Before, such a call took the general path at every size: an 8 B
-# bfloat16 allreduce with accumulate took 15.7 us at p = 2 against 3.7
-# without. The ring's lanes (ReduceScatterLane) are not widened.
+# room. ReduceScatterLane (reduce_scatter, the ring's allreduce) does the
+# same in its "work" scratch. Before, such a call took the general path at
+# every size: an 8 B bfloat16 allreduce with accumulate took 15.7 us at
+# p = 2 against 3.7 without.
 
 cdef class Lane(StagedSends):
     """One allreduce or reduce plan, run in C: its schedule, kernel and buffers.
@@ -1236,7 +1238,7 @@ cdef class ReduceScatterLane(StagedSends):
     cdef object base, shape, dtype, collective
     cdef readonly object algorithm
     cdef pycoll_binary_loop loop
-    cdef int code, nsteps, divisor, stuck_peer, stuck_step
+    cdef int code, result_code, nsteps, divisor, stuck_peer, stuck_step
     cdef double deadline
     cdef Py_ssize_t nbytes, total, align, tempbytes, largest_send
     cdef bint uses_partial, whole
@@ -1249,9 +1251,13 @@ cdef class ReduceScatterLane(StagedSends):
     cdef Py_ssize_t recv_n[MAX_STEPS]
 
     def __cinit__(self, base, Transport transport, steps, int op, int code, shape, dtype,
-                  Py_ssize_t total, int divisor, algorithm="ring", bint whole=False):
+                  Py_ssize_t total, int divisor, algorithm="ring", bint whole=False,
+                  int result_code=-1):
         """*steps*: the algorithm's schedule(p, r, counts), or (*whole*)
-        allreduce_ring.chunk_schedule; *total*: the bytes of x."""
+        allreduce_ring.chunk_schedule; *total*: the bytes of x in *code*;
+        *result_code*: x's and the result's dtype when the steps run in
+        *code*, wider (Note [Widened lanes]); *shape* and *dtype*: the
+        result's."""
         if len(steps) > MAX_STEPS:
             raise ValueError(f"a reduce_scatter of {len(steps)} steps does not fit the lane")
         self.loop = loop_for(op, code)
@@ -1262,7 +1268,8 @@ cdef class ReduceScatterLane(StagedSends):
         self.algorithm, self.deadline, self.whole = algorithm, 0.0, whole
         self.collective = "allreduce" if whole else "reduce_scatter"
         self.divisor = divisor              # AVG: divide by p; 0: no division
-        self.align = 8 if itemsize_of(code) == 16 else itemsize_of(code)
+        self.result_code = result_code if result_code >= 0 else code
+        self.align = 8 if itemsize_of(self.result_code) == 16 else itemsize_of(self.result_code)
         self.nsteps = len(steps)
         self.tempbytes, self.uses_partial, self.largest_send = 0, False, 0
         for i, (dest, source, (slo, sn), (rlo, rn), flags) in enumerate(steps):
@@ -1339,28 +1346,40 @@ cdef class ReduceScatterLane(StagedSends):
         cdef double started = 0.0
         cdef char *pp = NULL
         cdef char *tp = NULL
+        cdef char *send
+        cdef char *res
         cdef Stage st
         cdef Ways *ways
+        cdef bint wide = self.result_code != self.code
+        cdef size_t item = itemsize_of(self.code)
+        cdef size_t narrow = itemsize_of(self.result_code)
         result = lane_output(out, self.shape, self.dtype)
-        if result is NOT_TAKEN or not take_operands(&o, x, True, self.total, result,
-                                                    self.align, self.whole):
+        if result is NOT_TAKEN or not take_operands(&o, x, True, self.total // item * narrow,
+                                                    result, self.align, self.whole):
             return None
         try:
             tag = self.calls.next_tag()
             partial = self.calls.borrow(SLOT_OUTPUT, self.total, &pp) if self.uses_partial else None
+            send, res = o.xp, o.outp
+            if wide:                        # x widened, then the result (Note [Widened lanes])
+                work = self.calls.borrow(SLOT_WORK, self.total + self.nbytes, &send)
+                res = send + self.total
             if self.whole:
-                pp = o.outp
+                pp = res
             temp = self.calls.borrow(SLOT_LANE, self.tempbytes, &tp) if self.tempbytes else None
             ways = self.ways_for(&o)
             stage_held = self.calls.stage(ways, self.largest_send, &st)
             self.deadline = deadline
             with nogil:
                 started = monotonic()
-                rc = self.execute(o.xp, pp, o.outp, tp, &st, tag)
+                if wide:
+                    convert_buffer(self.result_code, self.code, send, o.xp, self.total // item)
+                rc = self.execute(send, pp, res, tp, &st, tag)
                 settle(ways, &st, rc)
                 if rc == 0 and self.divisor:
-                    scale_buffer(self.code, o.outp, o.outp, self.divisor,
-                                 <size_t>self.nbytes // itemsize_of(self.code))
+                    scale_buffer(self.code, res, res, self.divisor, self.nbytes // item)
+                if rc == 0 and wide:
+                    convert_buffer(self.code, self.result_code, o.outp, res, self.nbytes // item)
         finally:
             release_operands(&o)
         if rc == TIMED_OUT:
@@ -1994,10 +2013,10 @@ cdef object plan_lane_call(comm, tuple key, x, out, timeout):
 def reduce_scatter(comm, x, op, algorithm, out, accumulate, timeout=None):
     """The lane of a repeated, plain reduce_scatter: this rank's block;
     None for any other call."""
-    if type(x) is not ndarray or accumulate is not None or not in_turn(comm):
+    if type(x) is not ndarray or not in_turn(comm):
         return None                         # queued calls first (Note [Issue order])
     try:
-        plan = comm._plans.get(("reduce_scatter", x.dtype, x.shape, op, algorithm, None))
+        plan = comm._plans.get(("reduce_scatter", x.dtype, x.shape, op, algorithm, accumulate))
     except TypeError:
         return None
     if plan is None or plan.lane is None:

@@ -121,11 +121,11 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
         return _scan_lane(comm, args, algorithm, module, segment)
     if args.collective not in ("allreduce", "reduce") or comm.transport is None:
         return None
-    wide = args.dtype is not args.result    # Note [Widened lanes] in _mpicall.pyx
+    # A lane of accumulate="float32" widens: Note [Widened lanes] in _mpicall.pyx.
     if args.n == 0 or comm.size == 1 and args.n <= segment:
         steps = []                          # Note [Empty lanes]; Note [Solo lanes] in _lanes.py
     elif hasattr(module, "chunk_schedule"):
-        return None if wide else _ring_allreduce_lane(comm, args, algorithm, module, segment)
+        return _ring_allreduce_lane(comm, args, algorithm, module, segment)
     elif not args.n <= segment or not hasattr(module, "schedule"):
         return None
     elif args.collective == "reduce":
@@ -172,8 +172,9 @@ def _ring_allreduce_lane(comm, args: CollArgs, algorithm: str, module, segment: 
             or len(steps) > _mpicall.MAX_LANE_STEPS:
         return None
     return _mpicall.ReduceScatterLane(comm, comm.transport, steps, args.op.kernel,
-                                      args.dtype.code, args.shape, args.dtype.numpy, args.n,
-                                      p if args.op is Op.AVG else 0, algorithm, whole=True)
+                                      args.dtype.code, args.shape, args.result.numpy, args.n,
+                                      p if args.op is Op.AVG else 0, algorithm, whole=True,
+                                      result_code=args.result.code)
 
 
 def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
@@ -181,13 +182,13 @@ def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: 
     for _mpicall.ReduceScatterLane, when every block is non-empty and every
     message one segment; else None."""
     p, r, counts = comm.size, comm.rank, args.counts
-    if comm.transport is None or args.dtype is not args.result:
+    if comm.transport is None:
         return None
     if p == 1:                  # Note [Solo lanes] in _lanes.py: allreduce's lane, x copied
         return _mpicall.Lane(comm, comm.transport, [], args.op.kernel, args.dtype.code,
-                             args.shape, args.dtype.numpy, args.n,
+                             args.shape, args.result.numpy, args.n,
                              1 if args.op is Op.AVG else 0, True, "reduce_scatter",
-                             algorithm) if args.n <= segment else None
+                             algorithm, args.result.code) if args.n <= segment else None
     if max(counts) == 0:
         steps = ()                          # Note [Empty lanes] in _lanes.py
     elif min(counts) == 0 or not hasattr(module, "schedule"):
@@ -198,8 +199,9 @@ def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: 
                 or max(max(s[2][1], s[3][1]) for s in steps) > min(segment, LANE_MAX_BYTES)):
             return None
     return _mpicall.ReduceScatterLane(comm, comm.transport, steps, args.op.kernel,
-                                      args.dtype.code, args.shape, args.dtype.numpy,
-                                      sum(counts), p if args.op is Op.AVG else 0, algorithm)
+                                      args.dtype.code, args.shape, args.result.numpy,
+                                      sum(counts), p if args.op is Op.AVG else 0, algorithm,
+                                      result_code=args.result.code)
 
 
 def _resolved(comm, args: CollArgs) -> str:

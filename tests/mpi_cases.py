@@ -1453,8 +1453,9 @@ def scan_lane_cases(run):
 
 def widened_lane_cases(run):
     """accumulate="float32" on the lanes (Note [Widened lanes] in
-    pycoll/_mpicall.pyx): allreduce, reduce and scan of float16 and
-    bfloat16, SUM and AVG, round once at the end, on the lane and on the
+    pycoll/_mpicall.pyx): allreduce (the ring too), reduce, reduce_scatter
+    and scan of float16 and bfloat16, SUM and AVG, round once at the end,
+    on the lane and on the
     general path (a strided out, in the same signature) to the same bits,
     in place too; once made, the lanes take every plain call."""
     comm, p, r = run.comm, run.p, run.r
@@ -1470,35 +1471,43 @@ def widened_lane_cases(run):
             total = total / F32(ranks)
         return np.full(64, total, F32).astype(dtype)
 
-    def calls(name, call, x, expected):
-        """call(x, out) on the lane, on the general path and in place, for
-        x of 1.0 and small[dtype] and for random x (the same bits on every
-        path; None where *expected* is None)."""
+    def calls(name, call, x, expected, in_place=True):
+        """call(x, out) on the lane, on the general path and (*in_place*) in
+        place, for x of 1.0 and small[dtype] and for random x (the same
+        bits on every path; None where *expected* is None)."""
         noisy = np.random.default_rng([len(name), r]).standard_normal(64).astype(x.dtype)
         for data in (x, noisy):
             seen = []
             for _ in range(3):
                 y = call(data, None)
-                strided = np.zeros(2 * data.size, data.dtype)[::2]  # the general path, written back
+                size = data.size if y is None else y.size
+                strided = np.zeros(2 * size, data.dtype)[::2]   # the general path, written back
                 general = call(data, strided)
-                inplace = data.copy()
-                same = call(inplace, inplace)
+                outputs = [y, strided]
+                if in_place:
+                    outputs.append(data.copy())
+                    assert call(outputs[-1], outputs[-1]) is (None if y is None else outputs[-1])
                 if expected is None:
-                    assert y is None and general is None and same is None, name
+                    assert y is None and general is None, name
                     continue
                 if data is x:
                     run.check(name, y, expected)
-                seen += [bits(y).tobytes(), bits(strided).tobytes(), bits(inplace).tobytes()]
+                seen += [bits(out).tobytes() for out in outputs]
             assert len(set(seen)) <= 1, f"{name}: the lane and the general path differ"
             run.count += 1
     for dtype in small:
         x = np.full(64, 1.0 if r == 0 else small[dtype], dtype)
         for op in (Op.SUM, Op.AVG):
-            for algo in ("recursive_doubling", "tree", "auto"):
+            for algo in ("recursive_doubling", "tree", "ring", "auto"):
                 calls(f"widened allreduce {dtype} {op.value} {algo}",
                       lambda x, out: comm.allreduce(x, op=op, algorithm=algo, out=out,
                                                     accumulate="float32"),
                       x, want(dtype, op, p))
+            for algo in ALGORITHMS["reduce_scatter"]:
+                calls(f"widened reduce_scatter {dtype} {op.value} {algo}",
+                      lambda x, out: comm.reduce_scatter(x, op=op, algorithm=algo, out=out,
+                                                         accumulate="float32"),
+                      x, np.array_split(want(dtype, op, p), p)[r], in_place=False)
             calls(f"widened reduce {dtype} {op.value}",
                   lambda x, out: comm.reduce(x, op=op, root=p - 1, out=out, accumulate="float32"),
                   x, want(dtype, op, p) if r == p - 1 else None)
@@ -1521,6 +1530,9 @@ def widened_lane_cases(run):
                 assert (y is None) == (r != 0), "widened lane only reduce"
                 y = comm.scan(x, accumulate="float32")
                 run.check("widened lane only scan", y, want(x.dtype, Op.SUM, r + 1))
+                y = comm.reduce_scatter(x, algorithm="ring", accumulate="float32")
+                run.check("widened lane only reduce_scatter", y,
+                          np.array_split(want(x.dtype, Op.SUM, p), p)[r])
 
 
 def group_staging(run):
