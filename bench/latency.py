@@ -6,7 +6,7 @@ bursts.
                                           barrier]
                                          [--bytes 8] [--rounds 25] [--json FILE]
                                          [--input numpy|memoryview|torch] [--async]
-                                         [--accumulate]
+                                         [--accumulate] [--into-none]
 
 --bytes is the vector of allreduce, reduce, broadcast and scan, one rank's block
 of gather, scatter, allgather, reduce_scatter and alltoall (root 0; the
@@ -20,6 +20,9 @@ largest over ranks of its mean. The result is the median over rounds of the
 per-round ratio pycoll / native, next to each side's median time.
 
 --async issues pycoll's calls with async_op=True and waits on each at once.
+
+--into-none: broadcast's receivers pass x=None and get a new array (Note
+[Broadcasts into None] in pycoll/_lanes.py).
 
 --accumulate gives pycoll's reductions (allreduce, reduce, reduce_scatter,
 scan) bfloat16 arrays of the same element count with accumulate="float32"
@@ -56,6 +59,8 @@ def main() -> int:
     parser.add_argument("--input", default="numpy", choices=("numpy", "memoryview", "torch"))
     parser.add_argument("--async", dest="async_op", action="store_true",
                         help="pycoll's calls with async_op=True, each waited at once")
+    parser.add_argument("--into-none", action="store_true",
+                        help="broadcast's receivers pass x=None")
     parser.add_argument("--accumulate", action="store_true",
                         help="pycoll's reductions on bfloat16 with accumulate='float32'")
     args = parser.parse_args()
@@ -90,7 +95,8 @@ def main() -> int:
         mine = lambda: caller.reduce_scatter(wholein, out=yout, **acc)  # noqa: E731
     elif args.collective == "broadcast":
         native = lambda: world.Bcast(x, root=0)                 # noqa: E731
-        mine = lambda: caller.broadcast(xin, root=0)            # noqa: E731
+        into = xin if comm.rank == 0 or not args.into_none else None
+        mine = lambda: caller.broadcast(into, root=0)           # noqa: E731
     elif args.collective == "allgather":
         native = lambda: world.Allgather(x, whole)              # noqa: E731
         mine = lambda: caller.allgather(xin, out=whole)         # noqa: E731

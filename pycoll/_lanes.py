@@ -22,7 +22,8 @@ from pycoll._dtypes import dtype_of
 from pycoll._header import HEADER_INLINE, INLINE_BYTES, SHORT_DIMS, WORD_BYTES
 from pycoll._p2p import COPY_OVERLAP
 from pycoll._plan import (LANE_MAX_BYTES, _alltoall_args, _broadcast_plan, _cached_lane,
-                          _check_algorithm, _check_root, _gather_args, _plan, _scatter_args)
+                          _check_algorithm, _check_root, _gather_args, _keep, _plan,
+                          _scatter_args)
 from pycoll.algorithms._shape import Fold, binomial_subtree, blocks_from_counts, span
 from pycoll.algorithms.broadcast_binomial import binomial_edges
 
@@ -116,7 +117,7 @@ def make_broadcast(c, x, root, algorithm, rest):
     (_header.inline_broadcast); None when the call must take the general path
     (which also reports whatever is wrong with it). A receiver's lane hands
     a header it did not expect to rest(c, x, root, algorithm, message,
-    deadline), the general path from there."""
+    deadline), the general path from there, with the caller's algorithm."""
     checked = _root_lane_args(c, "broadcast", x, root, algorithm)
     if checked is None or x.ndim > SHORT_DIMS or x.nbytes > LANE_MAX_BYTES:
         return None
@@ -134,9 +135,39 @@ def make_broadcast(c, x, root, algorithm, rest):
         word[0] = HEADER_INLINE
     return _mpicall.BroadcastLane(c, c.transport, word.view(np.uint8), -1 if parent is None else parent,
                                   children, x.nbytes, x.dtype.alignment, inline, room,
-                                  lambda x, message, deadline:
-                                  rest(c, x, r, alg, message, deadline),
+                                  lambda x, message, deadline, algorithm:
+                                  rest(c, x, r, algorithm, message, deadline),
                                   algorithm=plan.algorithm)
+
+
+# Note [Broadcasts into None]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A rank off the root may pass x=None and get a new array, shaped by the
+# header the root sends first. Its lane cannot know that shape before the
+# header arrives, so it guesses: the last broadcast from that root and
+# algorithm that this rank received into None left its dtype and shape
+# under ("broadcast-none", root, algorithm) (remember_broadcast) and made
+# that signature's lane. The lane entry receives into a new array of that
+# shape; a header that says otherwise goes, as on any receiver's lane, to
+# the general path from there (BroadcastLane's rest), which gets None for
+# x and allocates what the header says. Before, every such call took the
+# general path: 28.5 us at 8 B and p = 2 (MPICH), against 3.6 us for a
+# scatter with x=None on its lane.
+
+def remember_broadcast(c, y, root: int, algorithm, rest) -> None:
+    """After a broadcast received into x=None off the root: the lane of
+    y's signature, and y's dtype and shape as the next such call's guess
+    (Note [Broadcasts into None]); no guess when there is no lane."""
+    key = ("broadcast-lane", y.dtype, y.shape, root, algorithm)
+    made(c, key, lambda: make_broadcast(c, y, root, algorithm, rest))
+    try:
+        lane = c._plans.get(key)
+    except TypeError:
+        return
+    if lane is not None:
+        _keep(c, ("broadcast-none", root, algorithm), None, lambda: (y.dtype, y.shape))
+    else:
+        c._plans.pop(("broadcast-none", root, algorithm), None)
 
 
 # ---------------------------------------------------------------------------

@@ -1821,8 +1821,11 @@ cdef class BroadcastLane(StagedSends):
 
     A receiver forwards the header it got, whatever it holds, before
     comparing it with the one it expects; when they differ (the root sent
-    another signature, or an error) *rest(x, message, deadline)* takes the
-    call on from there, the general path. With a deadline every message
+    another signature, or an error) *rest(x, message, deadline, algorithm)*
+    takes the call on from there, the general path, with the algorithm the
+    caller named: the lane serves "auto" and the name it resolves to at
+    this size alike (Note [One plan per algorithm] in _plan.py), and at the
+    root's size "auto" may resolve to another. With a deadline every message
     is posted and tested against it (Note [Lane deadlines]); *algorithm*
     names the call in a CollectiveTimeout.
     """
@@ -1872,10 +1875,13 @@ cdef class BroadcastLane(StagedSends):
         self.done += rc == 0
         return rc
 
-    cdef object call(self, x, double deadline=0.0):
+    cdef object call(self, x, algorithm, double deadline=0.0, bint guessed=False):
         """x after the broadcast, or NOT_TAKEN (nothing sent) for an x the
-        general path must take. *deadline*: 0, or the time.monotonic() by
-        which it must be done (Note [Lane deadlines])."""
+        general path must take. *algorithm*: the caller's. *deadline*: 0,
+        or the time.monotonic() by which it must be done (Note [Lane
+        deadlines]). *guessed*: x is this lane's guess for a caller's None
+        (Note [Broadcasts into None] in pycoll/_lanes.py), which rest() then
+        gets back as None."""
         cdef Py_buffer xb, mb
         cdef int rc = 0, tag, count = 0
         cdef char *xp
@@ -1943,21 +1949,35 @@ cdef class BroadcastLane(StagedSends):
                             self.nmessages, monotonic() - started)
         check(rc, "the broadcast lane")
         if not matched:
-            return self.rest(x, self.message[:count], deadline)
+            return self.rest(None if guessed else x, self.message[:count], deadline, algorithm)
         return x
 
 
 def broadcast(comm, x, root, algorithm, timeout=None):
-    """The lane of a repeated, plain broadcast: x, filled."""
-    if type(x) is not ndarray or type(root) is not int or not in_turn(comm):
+    """The lane of a repeated, plain broadcast: x, filled; off the root,
+    for x None, a new array (Note [Broadcasts into None] in
+    pycoll/_lanes.py)."""
+    if type(root) is not int or not in_turn(comm):
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
+    guessed = x is None
     try:
-        lane = comm._plans.get(("broadcast-lane", x.dtype, x.shape, root, algorithm))
+        if guessed:
+            last = comm._plans.get(("broadcast-none", root, algorithm))
+            if last is None:
+                return NOT_TAKEN
+            dtype, shape = last
+        elif type(x) is ndarray:
+            dtype, shape = x.dtype, x.shape
+        else:
+            return NOT_TAKEN
+        lane = comm._plans.get(("broadcast-lane", dtype, shape, root, algorithm))
     except TypeError:
         return NOT_TAKEN
     if lane is None:
         return NOT_TAKEN
-    return (<BroadcastLane>lane).call(x, lane_deadline(comm, timeout))
+    if guessed:
+        x = np.empty(shape, dtype)
+    return (<BroadcastLane>lane).call(x, algorithm, lane_deadline(comm, timeout), guessed)
 
 
 def allreduce(comm, x, op, algorithm, out, accumulate, timeout=None):

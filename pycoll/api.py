@@ -667,7 +667,10 @@ def _broadcast_receive(c, x, r, alg, dtype, shape, deadline, inline=None):
     if problem is not None:
         raise problem
     result = target.finish()
-    return result if x is None else x
+    if x is None:
+        _lanes.remember_broadcast(c, result, r, alg, _broadcast_rest)  # Note [Broadcasts into None]
+        return result
+    return x
 
 
 def _broadcast_lane(c, x, root, algorithm, timeout):

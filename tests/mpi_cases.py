@@ -2001,12 +2001,60 @@ def broadcast_lane_cases(run):
     expect(ValueError, "x is read-only", comm.broadcast, ro if r == p - 1 else mine, p - 1)
     assert (mine == -1).all(), "a receiver's x was written after the root's error"
     inline_broadcast_cases(run)
+    broadcast_into_none_cases(run)
     lanes = sum(1 for k, v in comm._plans.items() if k[0] == "broadcast-lane" and v is not None)
     assert (lanes > 0) == (comm.transport is not None), (lanes, comm.transport_info)
     pipeline = comm._plans.get(("broadcast-lane", np.dtype(np.float64), (5, 2), p - 1, "pipeline"))
     assert (pipeline is not None) == (comm.transport is not None and p == 2), p
     y = comm.allreduce(np.array([r + 1.0]))
     run.check("broadcast lane: tags agree after", y, np.array([p * (p + 1) / 2]))
+    run.count += 1
+
+
+def broadcast_into_none_cases(run):
+    """Receivers passing x=None take the lane of the last shape they
+    received (Note [Broadcasts into None] in pycoll/_lanes.py): repeated
+    calls stay on it; a root that changes dtype or shape, inline or not,
+    sends a bad x, or ranks passing a timeout, still give every rank the
+    root's data (or error) in a new array, beside ranks passing an x."""
+    comm, p, r = run.comm, run.p, run.r
+    small = (np.dtype(np.float64), (5, 2))
+    if comm.transport is not None and p > 1:
+        name = "broadcast into None"
+        for repeat in range(4):
+            want = rank_data("float64", (5, 2), 0, seed_of(f"{name} {repeat}"))
+            with lanes_only(("_broadcast",), f"{name}: left its lane", when=repeat > 1):
+                y = comm.broadcast(want.copy() if r == 0 else None, root=0, algorithm="binomial",
+                                   timeout=60.0 if r % 2 else None)
+            run.check(f"{name} call {repeat}", y, want)
+        assert comm._plans.get(("broadcast-none", 0, "binomial")) == (r > 0 and small or None)
+    # what the root sends changes under the receivers' guess
+    sends = [("float64", (5, 2)), ("float64", (5, 2)), ("int8", (5, 2)), ("float64", (7,)),
+             ("float32", (3000,)), ("float32", (3000,)), ("bad", None), ("float64", (5, 2)),
+             ("float64", (5, 2))]
+    for i, (dtype, shape) in enumerate(sends):
+        name = f"broadcast into None, the root sends {dtype} {shape} (call {i})"
+        if dtype == "bad":
+            ro = np.zeros(3)
+            ro.setflags(write=False)
+            expect(ValueError, "read-only", comm.broadcast, ro if r == p - 1 else None, p - 1)
+            continue
+        want = rank_data(dtype, shape, p - 1, seed_of(name))
+        mine = want.copy() if r == p - 1 else None if r % 3 != 1 else np.zeros_like(want)
+        y = comm.broadcast(mine, root=p - 1, **({"timeout": 60.0} if i % 2 else {}))
+        run.check(name, y, want)
+        assert mine is None or y is mine, name
+    # A receiver's x of another signature, on the lane that "auto" shares
+    # with "binomial" (made by the calls above): after the header it goes on
+    # with "auto" resolved at the root's size (at p > 2 and this size, not
+    # the binomial tree), takes part, then raises.
+    want = rank_data("float32", (3000,), p - 1, seed_of("broadcast beside a shared lane"))
+    for _ in range(2):
+        if r == 1 and p > 1 and r != p - 1:
+            expect(TypeError, "x has dtype float64", comm.broadcast, np.zeros((5, 2)), p - 1)
+        else:
+            y = comm.broadcast(want.copy() if r == p - 1 else None, root=p - 1)
+            run.check("broadcast beside a shared lane", y, want)
     run.count += 1
 
 

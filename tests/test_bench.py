@@ -260,6 +260,14 @@ def test_latency_script_runs_every_collective(mode):
         assert result["pycoll_us"] > 0 and result["native_us"] > 0
 
 
+def test_latency_script_broadcasts_into_none():
+    """bench/latency.py --collective broadcast --into-none runs."""
+    proc = launch(2, ["bench/latency.py", "--collective", "broadcast", "--rounds", "2",
+                      "--calls", "20", "--into-none"], timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["pycoll_us"] > 0
+
+
 def test_latency_script_accumulates():
     """bench/latency.py --accumulate: the reductions on bfloat16 with
     accumulate="float32"; a collective that reduces nothing ignores it."""
