@@ -40,10 +40,12 @@ the messages and copies of a gather, allgather, alltoall or scatter
 ``allreduce``, ``reduce``, ``reduce_scatter``, ``scan``, ``broadcast``,
 ``gather``, ``allgather``, ``alltoall`` and ``scatter`` are the entries every
 such call tries first;
-they answer None (``reduce``, ``scan``: NOT_TAKEN, since None is a result) whenever the call is not the plain case (no plan yet, non-contiguous
-input, an out the Python path must check or write back), and the Python
-path takes the call. Either path sends the same messages with the same
-tags, so ranks taking different paths in one call still meet.
+they answer None (``allreduce``, ``reduce_scatter``) or NOT_TAKEN (the
+others, whose result may be None) whenever the call is not the plain case
+(no plan yet, non-contiguous input, an out the Python path must check or
+write back), and the Python path takes the call. Either path sends the
+same messages with the same tags, so ranks taking different paths in one
+call still meet.
 """
 
 from libc.stdint cimport int64_t, intptr_t, uintptr_t
