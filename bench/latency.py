@@ -6,7 +6,7 @@ bursts.
                                           barrier]
                                          [--bytes 8] [--rounds 25] [--json FILE]
                                          [--input numpy|memoryview|torch] [--async]
-                                         [--accumulate] [--into-none]
+                                         [--accumulate] [--into-none] [--ragged]
 
 --bytes is the vector of allreduce, reduce, broadcast and scan, one rank's block
 of gather, scatter, allgather, reduce_scatter and alltoall (root 0; the
@@ -23,6 +23,9 @@ per-round ratio pycoll / native, next to each side's median time.
 
 --into-none: broadcast's receivers pass x=None and get a new array (Note
 [Broadcasts into None] in pycoll/_lanes.py).
+
+--ragged: gather's and allgather's rank i holds i + 1 blocks of --bytes,
+passed with sizes=, against native MPI_Gatherv and MPI_Allgatherv.
 
 --accumulate gives pycoll's reductions (allreduce, reduce, reduce_scatter,
 scan) bfloat16 arrays of the same element count with accumulate="float32"
@@ -63,6 +66,8 @@ def main() -> int:
                         help="broadcast's receivers pass x=None")
     parser.add_argument("--accumulate", action="store_true",
                         help="pycoll's reductions on bfloat16 with accumulate='float32'")
+    parser.add_argument("--ragged", action="store_true",
+                        help="gather and allgather: rank i holds i + 1 blocks, with sizes=")
     args = parser.parse_args()
     comm = pycoll.Communicator()
     world = MPI.COMM_WORLD.Dup()
@@ -84,7 +89,20 @@ def main() -> int:
     acc = {"accumulate": "float32"} if half else {}
     xin, wholein, yout = view(ours(x)), view(ours(whole)), ours(y)
     caller = Waited(comm) if args.async_op else comm
-    if args.collective == "gather":
+    ragged = args.ragged and args.collective in ("gather", "allgather")
+    if ragged:
+        sizes = [(i + 1) * x.size for i in range(comm.size)]
+        x = np.ones(sizes[comm.rank], np.float32)
+        whole = np.ones(sum(sizes), np.float32)
+        xin = view(x)
+        layout = [whole, sizes, [sum(sizes[:i]) for i in range(comm.size)], MPI.FLOAT]
+    if ragged and args.collective == "gather":
+        native = lambda: world.Gatherv(x, layout if comm.rank == 0 else None, root=0)  # noqa: E731
+        mine = lambda: caller.gather(xin, root=0, sizes=sizes, out=whole)  # noqa: E731
+    elif ragged:
+        native = lambda: world.Allgatherv(x, layout)            # noqa: E731
+        mine = lambda: caller.allgather(xin, sizes=sizes, out=whole)  # noqa: E731
+    elif args.collective == "gather":
         native = lambda: world.Gather(x, whole, root=0)         # noqa: E731
         mine = lambda: caller.gather(xin, root=0, out=whole)    # noqa: E731
     elif args.collective == "scatter":
@@ -127,7 +145,7 @@ def main() -> int:
     ratios = [m / n for n, m in zip(times["native"], times["pycoll"])]
     result = {"mpi": " ".join(MPI.Get_library_version().split()[:3]), "p": comm.size,
               "collective": args.collective, "input": args.input, "async": args.async_op,
-              "accumulate": half,
+              "accumulate": half, "ragged": ragged,
               "bytes": x.nbytes, "native_us": statistics.median(times["native"]) * 1e6,
               "pycoll_us": statistics.median(times["pycoll"]) * 1e6,
               "ratio": statistics.median(ratios), "rounds": args.rounds,

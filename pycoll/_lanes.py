@@ -180,12 +180,13 @@ def remember_broadcast(c, y, root: int, algorithm, rest) -> None:
 # allgather_recursive_doubling.run, so ranks taking either path meet.
 
 
-def make_allgather(c, x, algorithm):
-    """The lane of this signature, or None when the call must take the
-    general path (which also reports whatever is wrong with it)."""
+def make_allgather(c, x, algorithm, sizes=None):
+    """The lane of this signature (*sizes*: None or a tuple of ints), or
+    None when the call must take the general path (which also reports
+    whatever is wrong with it)."""
     try:
-        plan = _plan(c, ("allgather", x.dtype, x.shape, algorithm, None),
-                     lambda: _gather_args("allgather", c, x, algorithm, None))
+        plan = _plan(c, ("allgather", x.dtype, x.shape, algorithm, sizes),
+                     lambda: _gather_args("allgather", c, x, algorithm, sizes))
     except (TypeError, ValueError):
         return None
     counts, p = plan.args.counts, c.size
@@ -369,13 +370,14 @@ class _RootedLane:
         return steps + [_step("copy", send=(buf, lo, hi), recv=("out", 0, hi - lo))]
 
 
-def make_gather(c, x, root, algorithm):
-    """The lane of this signature, or None when the call must take the
-    general path (which also reports whatever is wrong with it)."""
+def make_gather(c, x, root, algorithm, sizes=None):
+    """The lane of this signature (*sizes*: None or a tuple of ints), or
+    None when the call must take the general path (which also reports
+    whatever is wrong with it)."""
     try:
         r = _check_root(root, c.size)
-        plan = _plan(c, ("gather", x.dtype, x.shape, root, algorithm, None),
-                     lambda: _gather_args("gather", c, x, algorithm, None, root=r))
+        plan = _plan(c, ("gather", x.dtype, x.shape, root, algorithm, sizes),
+                     lambda: _gather_args("gather", c, x, algorithm, sizes, root=r))
     except (TypeError, ValueError):
         return None
     if r != root or x.dtype != plan.args.dtype.numpy:

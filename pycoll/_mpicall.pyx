@@ -1759,12 +1759,34 @@ def _step_lane_call(comm, kind, x, rest, out, timeout):
 # them (timeout= included), the result or, for any call its lane does not
 # take, NOT_TAKEN (allreduce, reduce_scatter: None) with nothing sent.
 
-def gather(comm, x, root, algorithm, out, timeout=None):
+def sizes_key(sizes):
+    """A gather's or allgather's sizes= as its lane's key ends: () for None,
+    (a tuple of ints,) for a list or tuple of Python ints (not bools) or a
+    1-d integer ndarray; None for anything else, which the general path
+    checks (_plan._check_sizes). A float equals its int as a key, so it
+    must not find an int's lane (Note [Equal keys], api.py)."""
+    cdef object kind = type(sizes)
+    if sizes is None:
+        return ()
+    if kind is list or kind is tuple:
+        for s in sizes:
+            if type(s) is not int:
+                return None
+        return (tuple(sizes),)
+    if kind is ndarray and sizes.ndim == 1 and sizes.dtype.kind in "iu":
+        return (tuple(sizes.tolist()),)
+    return None
+
+
+def gather(comm, x, root, algorithm, out, timeout=None, sizes=None):
     """The lane of a repeated, plain gather: the root's result, None
     elsewhere."""
     if type(root) is not int:
         return NOT_TAKEN                    # the general path checks it (Note [Equal keys], api.py)
-    return _step_lane_call(comm, "gather-lane", x, (root, algorithm), out, timeout)
+    key = sizes_key(sizes)
+    if key is None:
+        return NOT_TAKEN
+    return _step_lane_call(comm, "gather-lane", x, (root, algorithm) + key, out, timeout)
 
 
 def alltoall(comm, x, algorithm, out, timeout=None):
@@ -1793,9 +1815,12 @@ def scatter(comm, x, root, algorithm, out, timeout=None):
         out, lane_deadline(comm, timeout))
 
 
-def allgather(comm, x, algorithm, out, timeout=None):
+def allgather(comm, x, algorithm, out, timeout=None, sizes=None):
     """The lane of a repeated, plain allgather: the result."""
-    return _step_lane_call(comm, "allgather-lane", x, (algorithm,), out, timeout)
+    key = sizes_key(sizes)
+    if key is None:
+        return NOT_TAKEN
+    return _step_lane_call(comm, "allgather-lane", x, (algorithm,) + key, out, timeout)
 
 
 def barrier(comm, timeout=None):

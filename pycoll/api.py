@@ -149,8 +149,8 @@ class Communicator(CommBase):
 
     def gather(self, x, root=0, algorithm="auto", sizes=None, out=None, async_op=False,
                timeout=None):
-        if not async_op and sizes is None and self._lane_ready:
-            result = _mpicall.gather(self, x, root, algorithm, out, timeout)
+        if not async_op and self._lane_ready:
+            result = _mpicall.gather(self, x, root, algorithm, out, timeout, sizes)
             if result is not _mpicall.NOT_TAKEN:
                 return result
         return gather(x, root, self, algorithm, sizes, out, async_op, timeout)
@@ -164,8 +164,8 @@ class Communicator(CommBase):
 
     def allgather(self, x, algorithm="auto", sizes=None, out=None, async_op=False,
                   timeout=None):
-        if not async_op and sizes is None and self._lane_ready:
-            result = _mpicall.allgather(self, x, algorithm, out, timeout)
+        if not async_op and self._lane_ready:
+            result = _mpicall.allgather(self, x, algorithm, out, timeout, sizes)
             if result is not _mpicall.NOT_TAKEN:
                 return result
         return allgather(x, self, algorithm, sizes, out, async_op, timeout)
@@ -353,7 +353,9 @@ def _call(c, name: str, async_op: bool, timeout, prepare, lane=None):
 # argument reaches every rank). The lane entries of pycoll/_mpicall.pyx
 # take an int root only; the module functions turn a numpy integer root
 # into an int first (_index_root), so that it takes the lanes too, and
-# leave any other root to prepare()'s check.
+# leave any other root to prepare()'s check. Their sizes= likewise: a
+# list or tuple of Python ints or an integer array becomes the tuple the
+# lane is keyed by (_mpicall.sizes_key), anything else goes to prepare().
 
 
 def _index_root(root):
@@ -765,11 +767,34 @@ def _gather_record(name, x, sizes, algorithm, **more) -> dict:
             "sizes": None if sizes is None else [int(s) for s in sizes]}
 
 
-def _allgather_lane(c, x, algorithm, out, timeout):
+def _allgather_lane(c, x, algorithm, out, timeout, sizes=None):
     """A plain allgather of a numpy array on its lane: the result, or
     NOT_TAKEN (nothing sent) for any call the lane does not take."""
-    return _step_lane(c, _mpicall.allgather, "allgather-lane", _lanes.make_allgather, x, algorithm,
-                      out, timeout)
+    result = _mpicall.allgather(c, x, algorithm, out, timeout, sizes)
+    if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _made_with_sizes(
+            c, ("allgather-lane", x.dtype, x.shape, algorithm), sizes,
+            lambda s: _lanes.make_allgather(c, x, algorithm, s)):
+        result = _mpicall.allgather(c, x, algorithm, out, timeout, sizes)
+    return result
+
+
+def _kept_sizes(sizes):
+    """sizes= as an async call's lane reads it in its turn: the caller's
+    values when the call was issued (and checked), not a list or array the
+    caller has since changed."""
+    if type(sizes) is list:
+        return tuple(sizes)
+    return sizes.copy() if type(sizes) is np.ndarray else sizes
+
+
+def _made_with_sizes(c, key: tuple, sizes, make) -> bool:
+    """_lanes.made for a gather's or allgather's lane: *key* ends with
+    sizes= as the C entry keys it (_mpicall.sizes_key), and make(sizes)
+    gets the tuple; False, the general path, for sizes it does not key."""
+    tail = _mpicall.sizes_key(sizes)
+    if tail is None:
+        return False
+    return _lanes.made(c, key + tail, lambda: make(tail[0] if tail else None))
 
 
 def _step_lane(c, entry, kind: str, make, x, algorithm, out, timeout):
@@ -783,17 +808,17 @@ def _step_lane(c, entry, kind: str, make, x, algorithm, out, timeout):
     return result
 
 
-def _gather_lane(c, x, root, algorithm, out, timeout):
+def _gather_lane(c, x, root, algorithm, out, timeout, sizes=None):
     """A plain gather of a numpy array on its lane: the root's result or
     None elsewhere; NOT_TAKEN (nothing sent) for any call the lane does not
     take."""
     if type(root) is not int:
         return _mpicall.NOT_TAKEN           # prepare() checks it (Note [Equal keys])
-    result = _mpicall.gather(c, x, root, algorithm, out, timeout)
-    if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
-            c, ("gather-lane", x.dtype, x.shape, root, algorithm),
-            lambda: _lanes.make_gather(c, x, root, algorithm)):
-        result = _mpicall.gather(c, x, root, algorithm, out, timeout)
+    result = _mpicall.gather(c, x, root, algorithm, out, timeout, sizes)
+    if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _made_with_sizes(
+            c, ("gather-lane", x.dtype, x.shape, root, algorithm), sizes,
+            lambda s: _lanes.make_gather(c, x, root, algorithm, s)):
+        result = _mpicall.gather(c, x, root, algorithm, out, timeout, sizes)
     return result
 
 
@@ -870,8 +895,8 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_o
     if type(root) is not int:
         root = _index_root(root)            # Note [Equal keys]
     x = _lane_view(x)                       # Note [Lane views]
-    if not async_op and sizes is None and c._lane_ready:
-        result = _gather_lane(c, x, root, algorithm, out, timeout)
+    if not async_op and c._lane_ready:
+        result = _gather_lane(c, x, root, algorithm, out, timeout, sizes)
         if result is not _mpicall.NOT_TAKEN:
             return result
 
@@ -892,8 +917,9 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_o
             plan.run(send=send, out=result_data, deadline=deadline)
             return _done(result, result_data, writeback, out)
         return _gather_record("gather", xa, sizes, algorithm, root=a.root), run
-    lane = partial(_gather_lane, c, x, root, algorithm, out, timeout) \
-        if async_op and sizes is None else None
+    lane = partial(_gather_lane, c, x, root, algorithm, out, timeout,
+                   _kept_sizes(sizes)) \
+        if async_op else None
     return _call(c, "gather", async_op, timeout, prepare, lane)
 
 
@@ -910,8 +936,8 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     x = _lane_view(x)                       # Note [Lane views]
-    if not async_op and sizes is None and c._lane_ready:
-        result = _allgather_lane(c, x, algorithm, out, timeout)
+    if not async_op and c._lane_ready:
+        result = _allgather_lane(c, x, algorithm, out, timeout, sizes)
         if result is not _mpicall.NOT_TAKEN:
             return result
 
@@ -932,8 +958,9 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
             plan.run(send=send, out=result_data, deadline=deadline)
             return _done(result, result_data, writeback, out)
         return _gather_record("allgather", xa, sizes, algorithm), run
-    lane = partial(_allgather_lane, c, x, algorithm, out, timeout) \
-        if async_op and sizes is None else None
+    lane = partial(_allgather_lane, c, x, algorithm, out, timeout,
+                   _kept_sizes(sizes)) \
+        if async_op else None
     return _call(c, "allgather", async_op, timeout, prepare, lane)
 
 

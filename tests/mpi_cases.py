@@ -17,6 +17,7 @@ import functools
 import hashlib
 import os
 import sys
+import time
 import zlib
 
 import numpy as np
@@ -738,6 +739,7 @@ def group_lane(run):
     partial_overlap_cases(run)
     allgather_lane_cases(run)
     gather_lane_cases(run)
+    sizes_lane_cases(run)
     scatter_lane_cases(run)
     reduce_scatter_lane_cases(run)
     ring_allreduce_lane_cases(run)
@@ -836,7 +838,6 @@ def barrier_lane_cases(run):
     call reaches the general path, with or without a timeout; it meets an
     async barrier (the general path, on the progress thread) on another
     rank; and it waits for the last rank to arrive."""
-    import time
 
     comm, p, r = run.comm, run.p, run.r
     for repeat in range(3):
@@ -1208,6 +1209,78 @@ def gather_lane_cases(run):
         if r == 0:
             run.check("gather lane 0-d", y, np.arange(p, dtype=np.float64))
     lanes_were_taken(run, ("gather-lane",), "gather lane")
+
+
+def sizes_lane_cases(run):
+    """Gathers and allgathers with sizes= take lanes keyed by the sizes
+    (pycoll/api.py _made_with_sizes): ragged rows on every algorithm and
+    several roots, sizes as a list, a tuple or an integer array on
+    different ranks of one call (one lane), or as a list of numpy integers
+    or with a strided out (the general path) while the others take the
+    lane; a rank of no rows sends the call to the general path everywhere.
+    Async calls take the lane too, with the sizes as issued."""
+    comm, p, r = run.comm, run.p, run.r
+    ragged = [i % 3 + 1 for i in range(p)]
+    spellings = (list, tuple, np.array)
+
+    def mine_of(sizes, name):
+        xs = [rank_data("float32", (n, 2), i, seed_of(name)) for i, n in enumerate(sizes)]
+        return xs[r], np.concatenate(xs)
+
+    def sizes_of(rows, repeat):
+        if repeat == 1 and r % 2 == 1:
+            return [np.int64(n) for n in rows]      # the general path: not a lane's key
+        return spellings[(r + repeat) % 3](rows)
+
+    for rows in (ragged, [0] + ragged[1:]):
+        for algo in ("ring", "recursive_doubling", "auto"):
+            for repeat in range(4):
+                name = f"allgather lane sizes={rows} {algo} call {repeat}"
+                mine, want = mine_of(rows, name)
+                out = None
+                if repeat == 2 and r % 2 == 0:      # the general path: a strided out
+                    target = np.zeros((2 * len(want), 2), np.float32)
+                    out = target[::2]
+                elif repeat == 3:
+                    out = np.empty_like(want)
+                y = comm.allgather(mine, algorithm=algo, sizes=sizes_of(rows, repeat), out=out)
+                run.check(name, y, want)
+                run.same_everywhere(name, y)
+                if out is not None:
+                    assert y is out, name
+                if repeat == 2 and r % 2 == 0:
+                    assert not target[1::2].any(), name
+        for root in sorted({0, p - 1, p // 2}):
+            for algo in ("linear", "binomial", "auto"):
+                for repeat in range(3):
+                    name = f"gather lane sizes={rows} {algo} root {root} call {repeat}"
+                    mine, want = mine_of(rows, name)
+                    y = comm.gather(mine, root=root, algorithm=algo, sizes=sizes_of(rows, repeat))
+                    if r == root:
+                        run.check(name, y, want)
+                    else:
+                        assert y is None, name
+    for repeat in range(2):
+        name = f"allgather and gather lanes sizes={ragged} async call {repeat}"
+        mine, want = mine_of(ragged, name)
+        sizes = list(ragged)
+        if r == 0:
+            time.sleep(0.2)                         # holds the others' queues at `first`
+        first = comm.allreduce(np.ones(1), async_op=True)
+        work = [comm.allgather(mine, sizes=sizes, async_op=True),
+                comm.gather(mine, root=p - 1, sizes=sizes, async_op=True)]
+        sizes[(r + 1) % p] += 1                     # after issuing: the calls keep their sizes
+        first.wait()
+        y, z = (w.wait() for w in work)
+        run.check(name, y, want)
+        if r == p - 1:
+            run.check(name, z, want)
+    if comm.transport is not None and p > 1:
+        for kind in ("allgather-lane", "gather-lane"):
+            keyed = [k for k, v in comm._plans.items()
+                     if k[0] == kind and v is not None and k[-1] == tuple(ragged)]
+            assert keyed, (kind, [k for k in comm._plans if k[0] == kind])
+    lanes_were_taken(run, ("allgather-lane", "gather-lane"), "sizes lanes")
 
 
 def scatter_lane_cases(run):
@@ -2663,7 +2736,6 @@ def _unready(fm):
 def group_overlap(run):
     """The caller's work proceeds while buckets are in flight."""
     import datetime
-    import time
     comm, p = run.comm, run.p
     from pycoll import FusionManager
     grads = [np.ones(1 << 18, np.float32) for _ in range(8)]         # 8 x 1 MiB
@@ -2896,7 +2968,6 @@ def group_timeout(run):
     left waiting), "allgather:ring", "alltoall:pairwise",
     "broadcast:binomial" and "scatter:linear" (from the missing rank),
     "barrier:dissemination" (else allreduce)."""
-    import time
 
     comm, p, r = run.comm, run.p, run.r
     algorithm = sys.argv[2] if len(sys.argv) > 2 else "auto"
@@ -2994,7 +3065,6 @@ def group_env_checks(run):
 
 def group_abort(run):
     """After a timeout the caller ends the job: comm.abort() (never pycoll)."""
-    import time
     comm, r = run.comm, run.r
     if r == 0:
         try:

@@ -279,6 +279,17 @@ def test_latency_script_accumulates():
         assert result["accumulate"] is half and result["pycoll_us"] > 0, result
 
 
+def test_latency_script_gathers_ragged():
+    """bench/latency.py --ragged: gather and allgather with sizes= against
+    native Gatherv and Allgatherv; other collectives ignore it."""
+    for collective, ragged in (("gather", True), ("allgather", True), ("scatter", False)):
+        proc = launch(2, ["bench/latency.py", "--collective", collective, "--rounds", "2",
+                          "--calls", "20", "--ragged"], timeout=120)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert result["ragged"] is ragged and result["pycoll_us"] > 0, result
+
+
 def test_fusion_small_script():
     """bench/fusion_small.py at p = 2: one JSON line per case, every
     variant timed (its numbers are for the README's fusion section)."""
