@@ -54,6 +54,27 @@ def _step(kind: str, send=None, dest: int = -1, recv=None, source: int = -1, cop
             rhi - rlo, buffer[cb], clo)
 
 
+def _without_empty(steps) -> list:
+    """A data-movement program without its empty messages and copies
+    (Note [Empty lanes]): an exchange with one side empty becomes the other
+    side alone, after its copy if it had one."""
+    kinds, names = _mpicall.STEP, {code: name for name, code in _mpicall.BUFFER.items()}
+    kept = []
+    for step in steps:
+        kind, dest, sb, slo, sn, source, rb, rlo, rn, cb, clo = step
+        send, recv = (names[sb], slo, slo + sn), (names[rb], rlo, rlo + rn)
+        if kind in (kinds["sendrecv"], kinds["sendrecv_copy"]) and not (sn and rn):
+            if sn and kind == kinds["sendrecv_copy"]:
+                kept.append(_step("copy", send=send, recv=(names[cb], clo, clo + sn)))
+            if sn:
+                kept.append(_step("send", send=send, dest=dest))
+            if rn:
+                kept.append(_step("recv", recv=recv, source=source))
+        elif sn or rn:
+            kept.append(step)
+    return kept
+
+
 def _largest_message(steps) -> int:
     """The largest message a StepLane program sends or receives."""
     sizes = [n for kind, *rest in steps if kind != _mpicall.STEP["copy"]
@@ -69,9 +90,14 @@ def _largest_message(steps) -> int:
 # algorithm: Channel skips empty transfers, as MPI does for a count of 0.
 # Its lane is therefore the empty program: one tag taken, as the general
 # path takes, the empty result allocated, nothing sent. Without it such a
-# call cost 6-12 us in Python at p = 2 against native MPI's 1 us. Lanes
-# where only some blocks are empty (an alltoall of fewer rows than ranks)
-# are not made: the general path sends their non-empty messages.
+# call cost 6-12 us in Python at p = 2 against native MPI's 1 us. Where
+# only some blocks are empty (an alltoall of fewer rows than ranks, a
+# gather with a 0 in sizes=, a scatter of fewer rows than ranks), the
+# programs leave out the empty messages as the general path does
+# (_without_empty): an exchange with one side empty is its other side
+# alone, a blocking send or receive whose peer, in the same step, posts
+# the matching receive or send, so no cycle of sends waits on itself
+# (tests/test_lane_programs.py runs them with rendezvous messages).
 
 
 # Note [Solo lanes]
@@ -196,8 +222,6 @@ def make_allgather(c, x, algorithm, sizes=None):
         return _solo_lane(c, "allgather", plan, x)
     if max(counts) == 0:
         steps = []                          # Note [Empty lanes]
-    elif min(counts) == 0:
-        return None
     elif plan.algorithm == "ring":
         steps = _allgather_ring_program(p, c.rank, counts)
     elif plan.algorithm == "recursive_doubling":
@@ -220,9 +244,9 @@ def _allgather_ring_program(p: int, r: int, counts) -> list:
     right, left = (r + 1) % p, (r - 1) % p
     steps = _exchange_copying(("x", 0, counts[r]), right, ("out", *spans[left]), left,
                               ("out", *spans[r]))
-    return steps + [_step("sendrecv", send=("out", *spans[(r - s) % p]), dest=right,
-                          recv=("out", *spans[(r - s - 1) % p]), source=left)
-                    for s in range(1, p - 1)]
+    return _without_empty(steps + [_step("sendrecv", send=("out", *spans[(r - s) % p]), dest=right,
+                                         recv=("out", *spans[(r - s - 1) % p]), source=left)
+                                   for s in range(1, p - 1)])
 
 
 def _exchange_copying(send, dest: int, recv, source: int, copy) -> list:
@@ -246,7 +270,8 @@ def _allgather_rd_program(p: int, r: int, counts) -> list:
     steps = []
     if r < 2 * fold.rem:
         if v is None:
-            return [_step("send", send=mine, dest=r + 1), _step("recv", recv=whole, source=r + 1)]
+            return _without_empty([_step("send", send=mine, dest=r + 1),
+                                   _step("recv", recv=whole, source=r + 1)])
         steps.append(_step("copy", send=mine, recv=copy))
         mine, copy = copy, None
         plo, pn = blocks[r - 1]
@@ -270,7 +295,7 @@ def _allgather_rd_program(p: int, r: int, counts) -> list:
         mask <<= 1
     if r < 2 * fold.rem:
         steps.append(_step("send", send=whole, dest=r - 1))
-    return steps
+    return _without_empty(steps)
 
 
 # ---------------------------------------------------------------------------
@@ -317,12 +342,11 @@ class _RootedLane:
 
     @staticmethod
     def fits(c, plan) -> bool:
-        """Whether every message is one whole segment's C call: p >= 2,
-        every block non-empty (the general path sends no empty message)
-        and the whole vector within a segment."""
+        """Whether every message is one whole segment's C call: p >= 2
+        and the whole vector within a segment (empty blocks send nothing,
+        Note [Empty lanes])."""
         counts = plan.args.counts
-        return (c.size >= 2 and min(counts) > 0
-                and sum(counts) <= min(plan.channel.segment, LANE_MAX_BYTES))
+        return c.size >= 2 and sum(counts) <= min(plan.channel.segment, LANE_MAX_BYTES)
 
     def gather_steps(self) -> list:
         """A gather's steps at this rank (pycoll._mpicall.StepLane): the
@@ -332,7 +356,7 @@ class _RootedLane:
         lo, hi = self.own
         x = ("x", 0, hi - lo)
         if not self.children:
-            return [_step("send", send=x, dest=self.up[0])]
+            return _without_empty([_step("send", send=x, dest=self.up[0])])
         buf = "out" if self.rotate == 0 and self.up is None else "work"
         steps = [_step("copy", send=x, recv=(buf, lo, hi))]
         steps += [_step("recv", recv=(buf, clo, chi), source=rank) for rank, clo, chi in self.children]
@@ -344,7 +368,7 @@ class _RootedLane:
             tail = self.total - split
             steps += [_step("copy", send=("work", 0, tail), recv=("out", split, self.total)),
                       _step("copy", send=("work", tail, self.total), recv=("out", 0, split))]
-        return steps
+        return _without_empty(steps)
 
     def scatter_steps(self) -> list:
         """A scatter's data steps at this rank (pycoll._mpicall.StepLane),
@@ -361,13 +385,13 @@ class _RootedLane:
                 steps += [_step("copy", send=("x", split, self.total), recv=("work", 0, tail)),
                           _step("copy", send=("x", 0, split), recv=("work", tail, self.total))]
         elif not self.children:
-            return [_step("recv", recv=("out", 0, hi - lo), source=self.up[0])]
+            return _without_empty([_step("recv", recv=("out", 0, hi - lo), source=self.up[0])])
         else:
             source, ulo, uhi = self.up
             buf, steps = "work", [_step("recv", recv=("work", ulo, uhi), source=source)]
         steps += [_step("send", send=(buf, clo, chi), dest=rank)
                   for rank, clo, chi in reversed(self.children)]
-        return steps + [_step("copy", send=(buf, lo, hi), recv=("out", 0, hi - lo))]
+        return _without_empty(steps + [_step("copy", send=(buf, lo, hi), recv=("out", 0, hi - lo))])
 
 
 def make_gather(c, x, root, algorithm, sizes=None):
@@ -526,8 +550,9 @@ def make_scatter_root(c, x, root, algorithm, rest):
 
 def make_alltoall(c, x, algorithm):
     """The lane (pycoll._mpicall.StepLane) of a pairwise alltoall whose
-    every block is one non-empty message, or None (the general path takes
-    the call, and reports whatever is wrong with it)."""
+    every block is one message (or none, when empty: Note [Empty lanes]),
+    or None (the general path takes the call, and reports whatever is
+    wrong with it)."""
     try:
         plan = _plan(c, ("alltoall", x.dtype, x.shape, algorithm),
                      lambda: _alltoall_args(c, x, algorithm))
@@ -542,7 +567,7 @@ def make_alltoall(c, x, algorithm):
     if max(counts) == 0:                    # Note [Empty lanes]
         return _mpicall.StepLane(c, c.transport, [], plan.args.shape, x.dtype, 0, 0, 0, True,
                                  collective="alltoall", algorithm=plan.algorithm)
-    if min(counts) == 0 or max(counts) > min(plan.channel.segment, LANE_MAX_BYTES):
+    if max(counts) > min(plan.channel.segment, LANE_MAX_BYTES):
         return None
     return _mpicall.StepLane(c, c.transport, _alltoall_program(c.size, c.rank, counts),
                              plan.args.shape, x.dtype, sum(counts), counts[c.rank] * c.size, 0,
@@ -559,7 +584,7 @@ def _alltoall_program(p: int, r: int, counts) -> list:
         dest, source = (r + k) % p, (r - k) % p
         steps.append(_step("sendrecv", send=("x", *send[dest]), dest=dest,
                            recv=("out", source * mine, (source + 1) * mine), source=source))
-    return steps
+    return _without_empty(steps)
 
 
 def make_barrier(c):

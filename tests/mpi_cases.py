@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import os
 import sys
 import time
@@ -948,11 +949,13 @@ def empty_lane_cases(run):
 
 def alltoall_lane_cases(run):
     """The alltoall lane (pycoll/_lanes.py make_alltoall) beside the
-    general path: even and uneven blocks (np.array_split), a given out,
-    and ranks on the general path (a strided x, an out that overlaps x,
-    an empty block) meeting the others on the same messages."""
+    general path: even and uneven blocks (np.array_split), blocks too few
+    for every rank (their lanes send no empty message, Note [Empty lanes]),
+    a given out, and ranks on the general path (a strided x, an out that
+    overlaps x) meeting the others on the same messages."""
     comm, p, r = run.comm, run.p, run.r
-    for rows in (p, 2 * p + 1, 3 * p - 1):
+    few = max(1, p // 2)                            # fewer rows than ranks from p = 2
+    for rows in (p, 2 * p + 1, 3 * p - 1, few):
         for repeat in range(3):
             name = f"alltoall lane {rows} rows call {repeat}"
             xs = [rank_data("float64", (rows, 2), i, seed_of(name)) for i in range(p)]
@@ -965,8 +968,8 @@ def alltoall_lane_cases(run):
                 out = np.empty_like(want)
                 y = comm.alltoall(xs[r], out=out)
                 assert y is out, name
-            else:
-                y = comm.alltoall(xs[r])
+            else:                                   # odd ranks' lanes keep a deadline
+                y = comm.alltoall(xs[r], **({"timeout": 60.0} if r % 2 else {}))
             run.check(name, y, want)
     shared = np.arange(4.0 * p)                     # out overlaps x: copied by the general path
     want = np.concatenate([np.array_split(np.arange(4.0 * p), p)[r]] * p)
@@ -983,6 +986,10 @@ def alltoall_lane_cases(run):
         y = comm.allgather(buf[3 * r:3 * r + 3], out=buf)
         run.check("allgather in its slot of out", y,
                   np.concatenate([np.arange(3.0) + 10 * i for i in range(p)]))
+    if comm.transport is not None and p > 1:
+        for rows in (few, p - 1):
+            for key in [k for k in comm._plans if k[:1] == ("alltoall-lane",) and k[2] == (rows, 2)]:
+                assert comm._plans[key] is not None, key
     lanes_were_taken(run, ("alltoall-lane",), "alltoall lane")
 
 
@@ -1217,7 +1224,7 @@ def sizes_lane_cases(run):
     several roots, sizes as a list, a tuple or an integer array on
     different ranks of one call (one lane), or as a list of numpy integers
     or with a strided out (the general path) while the others take the
-    lane; a rank of no rows sends the call to the general path everywhere.
+    lane; a rank of no rows sends no message (Note [Empty lanes]).
     Async calls take the lane too, with the sizes as issued."""
     comm, p, r = run.comm, run.p, run.r
     ragged = [i % 3 + 1 for i in range(p)]
@@ -1276,10 +1283,11 @@ def sizes_lane_cases(run):
         if r == p - 1:
             run.check(name, z, want)
     if comm.transport is not None and p > 1:
-        for kind in ("allgather-lane", "gather-lane"):
+        for kind, rows in itertools.product(("allgather-lane", "gather-lane"),
+                                            (ragged, [0] + ragged[1:])):
             keyed = [k for k, v in comm._plans.items()
-                     if k[0] == kind and v is not None and k[-1] == tuple(ragged)]
-            assert keyed, (kind, [k for k in comm._plans if k[0] == kind])
+                     if k[0] == kind and v is not None and k[-1] == tuple(rows)]
+            assert keyed, (kind, rows, [k for k in comm._plans if k[0] == kind])
     lanes_were_taken(run, ("allgather-lane", "gather-lane"), "sizes lanes")
 
 
@@ -1289,11 +1297,12 @@ def scatter_lane_cases(run):
     a root that takes the general path (a strided x) while the others
     wait on the lane; ranks with a strided out (the general path from the
     header on); a new signature; the root's bad input, raised everywhere;
-    blocks too few to fill every rank (no lane at all)."""
+    blocks too few to fill every rank (their lanes send no empty
+    message, Note [Empty lanes])."""
     comm, p, r = run.comm, run.p, run.r
     for root in sorted({0, p - 1, p // 2}):
         for algo in ("linear", "binomial", "auto"):
-            for rows in (3 * p, 2 * p + 1):
+            for rows in (3 * p, 2 * p + 1, p // 2 + 1):
                 for repeat in range(4):
                     name = f"scatter lane {algo} root {root} {rows} rows call {repeat}"
                     full = rank_data("float64", (rows, 2), root, seed_of(name))
@@ -1319,6 +1328,9 @@ def scatter_lane_cases(run):
                         assert not target[1::2].any(), name
                     if r == root:
                         assert np.array_equal(x, full), f"{name}: x changed"
+            if r == root and comm.transport is not None and p > 1:
+                key = ("scatter-lane-root", np.dtype(np.float64), (p // 2 + 1, 2), root, algo)
+                assert comm._plans.get(key) is not None, key
     for dtype in ("bfloat16", "int8", "complex128", "bool"):    # one word after another
         name = f"scatter lane {dtype}"
         full = rank_data(dtype, (p, 3), 0, seed_of(name))

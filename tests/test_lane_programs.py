@@ -89,17 +89,34 @@ def uneven(p):
 
 
 def count_sets(p):
+    """Even, uneven and random blocks; then some empty (Note [Empty lanes]):
+    one rank's data only, np.array_split of fewer rows than ranks, random."""
     rng = random.Random(p)
-    return [(4,) * p, uneven(p), tuple(rng.randint(1, 9) for _ in range(p))]
+    some_empty = tuple(4 * len(b) for b in np.array_split(np.arange(p // 2 + 1), p))
+    return [(4,) * p, uneven(p), tuple(rng.randint(1, 9) for _ in range(p)),
+            (0,) * (p - 1) + (4,), (4,) + (0,) * (p - 1), some_empty,
+            tuple(rng.choice((0, 0, 3, 8)) for _ in range(p - 1)) + (5,)]
+
+
+def no_empty_message(programs) -> None:
+    """A data program sends and receives no empty message: the general path
+    sends none (Note [Empty lanes]), and the lane refuses them."""
+    for r, program in enumerate(programs):
+        for step in program:
+            kind = KIND[step[0]]
+            assert (kind not in ("send", "sendrecv", "sendrecv_copy", "copy") or step[4] > 0) \
+                and (kind not in ("recv", "sendrecv", "sendrecv_copy") or step[8] > 0), (r, step)
 
 
 @pytest.mark.parametrize("p", PS)
 @pytest.mark.parametrize("program", ["ring", "recursive_doubling"])
 def test_allgather_programs(p, program):
     make = _lanes._allgather_ring_program if program == "ring" else _lanes._allgather_rd_program
-    for counts in count_sets(p):
+    big = _lanes.COPY_OVERLAP                       # the own block copied while it is sent
+    for counts in count_sets(p) + [(big,) * p, (big,) + (0,) * (p - 1), (0, big) * (p // 2) + (1,) * (p % 2)]:
         total = sum(counts)
         programs = [make(p, r, counts) for r in range(p)]
+        no_empty_message(programs)
         buffers = [{"x": rank_data(r, counts[r]), "out": np.zeros(total, np.uint8)}
                    for r in range(p)]
         run(programs, buffers)
@@ -110,12 +127,11 @@ def test_allgather_programs(p, program):
 
 @pytest.mark.parametrize("p", PS)
 def test_alltoall_program(p):
-    for rows in (1, 2, 5):
-        counts = tuple(4 * len(b) for b in np.array_split(np.arange(rows * p), p))
-        if min(counts) == 0:
-            continue
+    for rows in (p, 2 * p, 5 * p, p - 1, p // 2):   # the last two: some blocks empty
+        counts = tuple(4 * len(b) for b in np.array_split(np.arange(rows), p))
         mine = [rank_data(r, sum(counts)) for r in range(p)]
         programs = [_lanes._alltoall_program(p, r, counts) for r in range(p)]
+        no_empty_message(programs)
         buffers = [{"x": mine[r], "out": np.zeros(counts[r] * p, np.uint8)} for r in range(p)]
         run(programs, buffers)
         starts = np.cumsum((0,) + counts)
@@ -156,14 +172,18 @@ def test_gather_and_scatter_programs(p, algorithm):
 
         buffers = [{"x": blocks[r], "out": np.zeros(total, np.uint8),
                     "work": np.zeros(total, np.uint8)} for r in range(p)]
-        run([lane.gather_steps() for lane in lanes], buffers)
+        programs = [lane.gather_steps() for lane in lanes]
+        no_empty_message(programs)
+        run(programs, buffers)
         np.testing.assert_array_equal(buffers[root]["out"], whole,
                                       err_msg=f"gather to {root}, {counts}")
 
         buffers = [{"x": whole if r == root else np.zeros(0, np.uint8),
                     "out": np.zeros(counts[r], np.uint8),
                     "work": np.zeros(total, np.uint8)} for r in range(p)]
-        run([lane.scatter_steps() for lane in lanes], buffers)
+        programs = [lane.scatter_steps() for lane in lanes]
+        no_empty_message(programs)
+        run(programs, buffers)
         for r in range(p):
             np.testing.assert_array_equal(buffers[r]["out"], blocks[r],
                                           err_msg=f"scatter from {root} to {r}, {counts}")
