@@ -94,10 +94,12 @@ def _largest_message(steps) -> int:
 # only some blocks are empty (an alltoall of fewer rows than ranks, a
 # gather with a 0 in sizes=, a scatter of fewer rows than ranks), the
 # programs leave out the empty messages as the general path does
-# (_without_empty): an exchange with one side empty is its other side
-# alone, a blocking send or receive whose peer, in the same step, posts
-# the matching receive or send, so no cycle of sends waits on itself
-# (tests/test_lane_programs.py runs them with rendezvous messages).
+# (_without_empty here; _plan._schedule_without_empty for the schedules
+# of reduce_scatter and the ring's allreduce): an exchange with one side
+# empty is its other side alone, a blocking send or receive whose peer,
+# in the same step, posts the matching receive or send, so no cycle of
+# sends waits on itself (tests/test_lane_programs.py runs them with
+# rendezvous messages).
 
 
 # Note [Solo lanes]

@@ -1305,6 +1305,8 @@ cdef class ReduceScatterLane(StagedSends):
             if f & RS_COPY:
                 memcpy(result, partial + self.recv_lo[i], self.recv_n[i])
                 continue
+            if self.dest[i] < 0 and self.source[i] < 0:
+                continue                    # both halves empty (_plan._schedule_without_empty)
             sbuf = NULL
             if self.dest[i] >= 0:
                 sbuf = staged((partial if f & RS_SEND_PARTIAL else send) + self.send_lo[i],

@@ -157,19 +157,28 @@ def _scan_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
                              algorithm, args.result.code)
 
 
+def _schedule_without_empty(steps) -> tuple:
+    """Steps of the reduce_scatter lane's form without their empty
+    messages: a half whose range is empty is not done (its peer -1), as
+    the general path sends no empty message (Note [Empty lanes] in
+    _lanes.py), and an empty range reduces nothing."""
+    return tuple((dest if sent[1] else -1, source if received[1] else -1, sent, received, flags)
+                 for dest, source, sent, received, flags in steps)
+
+
 def _ring_allreduce_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
     """An allreduce of the ring for _mpicall.ReduceScatterLane (whole), when
-    every chunk is non-empty and one segment, so that each of its messages
+    every chunk is one segment (or empty: no message), so that each of its messages
     is one C call as on the general path (Channel.sendrecv_reduce and
     sendrecv); else None. A rank in place receives into the lane's scratch,
     as sendrecv_reduce does."""
     p = comm.size
     if p == 1:
         return None                         # larger than a segment: the general path copies
-    steps = module.chunk_schedule(p, comm.rank, args.n, args.dtype.itemsize)
+    steps = _schedule_without_empty(
+        module.chunk_schedule(p, comm.rank, args.n, args.dtype.itemsize))
     sizes = [n for step in steps for n in (step[2][1], step[3][1])]
-    if min(sizes) == 0 or max(sizes) > min(segment, LANE_MAX_BYTES) \
-            or len(steps) > _mpicall.MAX_LANE_STEPS:
+    if max(sizes) > min(segment, LANE_MAX_BYTES) or len(steps) > _mpicall.MAX_LANE_STEPS:
         return None
     return _mpicall.ReduceScatterLane(comm, comm.transport, steps, args.op.kernel,
                                       args.dtype.code, args.shape, args.result.numpy, args.n,
@@ -179,8 +188,8 @@ def _ring_allreduce_lane(comm, args: CollArgs, algorithm: str, module, segment: 
 
 def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
     """The schedule of the plan's algorithm (the ring or recursive halving)
-    for _mpicall.ReduceScatterLane, when every block is non-empty and every
-    message one segment; else None."""
+    for _mpicall.ReduceScatterLane, when every message is one segment (an
+    empty block sends none); else None."""
     p, r, counts = comm.size, comm.rank, args.counts
     if comm.transport is None:
         return None
@@ -191,10 +200,10 @@ def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: 
                              algorithm, args.result.code) if args.n <= segment else None
     if max(counts) == 0:
         steps = ()                          # Note [Empty lanes] in _lanes.py
-    elif min(counts) == 0 or not hasattr(module, "schedule"):
+    elif not hasattr(module, "schedule"):
         return None
     else:
-        steps = module.schedule(p, r, counts)
+        steps = _schedule_without_empty(module.schedule(p, r, counts))
         if (len(steps) > _mpicall.MAX_LANE_STEPS
                 or max(max(s[2][1], s[3][1]) for s in steps) > min(segment, LANE_MAX_BYTES)):
             return None

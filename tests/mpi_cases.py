@@ -1783,7 +1783,7 @@ def ring_allreduce_lane_cases(run):
     path (a strided out) while the others take the lane; the lane's bits
     against the general path's with NaN payloads naming the rank; once
     made, no call leaves the lane, with or without a timeout; and a vector
-    of fewer elements than ranks (an empty chunk: no lane)."""
+    of fewer elements than ranks (empty chunks, no message)."""
     import pycoll.api
 
     comm, p, r = run.comm, run.p, run.r
@@ -1814,13 +1814,23 @@ def ring_allreduce_lane_cases(run):
             general = pycoll.api._allreduce(comm, x, op, "ring", None, None)
             assert bits(lane).tobytes() == bits(general).tobytes(), \
                 f"ring allreduce lane vs general path {op.value}"
-    small = np.arange(max(p - 1, 1), dtype=np.float64)
-    for _ in range(2):                              # an empty chunk at p > 1: the general path
-        run.check("ring allreduce, fewer elements than ranks",
-                  comm.allreduce(small, algorithm="ring"), small * p)
+    # Fewer elements than ranks: the lane sends no empty chunk (Note [Empty
+    # lanes]), beside ranks on the general path (a strided out) and in place.
+    small = np.arange(max(p - 1, 1), dtype=np.float64) + 1
+    for repeat in range(4):
+        name = f"ring allreduce, fewer elements than ranks, call {repeat}"
+        mine = small * (r + 1)
+        if repeat == 1 and r % 2 == 1:
+            target = np.zeros(2 * len(small))
+            y = comm.allreduce(mine, algorithm="ring", out=target[::2])
+        elif repeat == 2:
+            y = comm.allreduce(mine, algorithm="ring", out=mine)
+        else:
+            y = comm.allreduce(mine, algorithm="ring", **({"timeout": 60.0} if r % 2 else {}))
+        run.check(name, y, small * (p * (p + 1) // 2))
     rings = [v.lane is not None for k, v in comm._plans.items()
              if k[0] == "allreduce" and v.algorithm == "ring" and v.args.n <= 256
-             and v.args.n >= p * v.args.dtype.itemsize and v.args.dtype is v.args.result]
+             and v.args.dtype is v.args.result]
     assert rings and all(rings) == (comm.transport is not None), (rings, p)  # p = 1: solo lanes
     if comm.transport is None:
         run.count += 1
@@ -1845,7 +1855,7 @@ def reduce_scatter_lane_cases(run):
     timeout) with NaN payloads naming the rank, which show swapped
     operands; some ranks take the general path (a strided out) while the
     others take the lane, and they meet on the same messages; an out that
-    overlaps x, and blocks too few to fill every rank (no lane at all)."""
+    overlaps x, and blocks too few to fill every rank."""
     comm, p, r = run.comm, run.p, run.r
     rows = 2 * p + 1                               # uneven blocks
     for algo in ("ring", "recursive_halving", "auto"):
@@ -1899,16 +1909,28 @@ def reduce_scatter_lane_cases(run):
                                 when=repeat):
                     y = comm.reduce_scatter(xs[r], op=op, algorithm="recursive_halving", **kwargs)
                 run.check(name, y, np.array_split(reduce_ranks(op, xs), p)[r])
-    few = np.arange(p - 1, dtype=np.float32)        # a rank gets an empty block: no lane
-    for _ in range(2):
-        run.check("reduce_scatter lane: empty block", comm.reduce_scatter(few),
-                  np.array_split(few * p, p)[r])
+    # Blocks too few for every rank: the lanes send no empty message
+    # (Note [Empty lanes]), beside ranks on the general path (a strided out).
+    for rows in sorted({p - 1, p // 2}):
+        few = (np.arange(rows, dtype=np.float32) + 1) * (r + 1)
+        want = np.array_split(np.arange(rows, dtype=np.float32) + 1, p)[r] * (p * (p + 1) // 2)
+        for algo in ("ring", "recursive_halving"):
+            for repeat in range(3):
+                name = f"reduce_scatter lane {algo}: {rows} rows, call {repeat}"
+                if repeat == 1 and r % 2 == 1:
+                    target = np.zeros(2 * len(want), np.float32)
+                    y = comm.reduce_scatter(few, algorithm=algo, out=target[::2])
+                else:
+                    y = comm.reduce_scatter(few, algorithm=algo)
+                run.check(name, y, want)
     lanes = sum(1 for k, v in comm._plans.items()
                 if k[0] == "reduce_scatter" and v.lane is not None)
     assert (lanes > 0) == (comm.transport is not None), (lanes, comm.transport_info)
-    empty = [k for k, v in comm._plans.items() if k[0] == "reduce_scatter" and v.lane is not None
-             and k[2] == few.shape]
-    assert not empty or p == 1, empty       # (at p = 1 few is empty: an empty lane)
+    if comm.transport is not None and p > 1:
+        few_lanes = [(k[2], v.algorithm) for k, v in comm._plans.items()
+                     if k[0] == "reduce_scatter" and k[2] in {(p - 1,), (p // 2,)}
+                     and v.lane is not None]
+        assert len(few_lanes) == 2 * len({p - 1, p // 2}), few_lanes
     y = comm.allreduce(np.array([r + 1.0]))
     run.check("reduce_scatter lane: tags agree after", y, np.array([p * (p + 1) / 2]))
     run.count += 1
