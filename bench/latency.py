@@ -7,6 +7,7 @@ bursts.
                                          [--bytes 8] [--rounds 25] [--json FILE]
                                          [--input numpy|memoryview|torch] [--async]
                                          [--accumulate] [--into-none] [--ragged]
+                                         [--in-place]
 
 --bytes is the vector of allreduce, reduce, broadcast and scan, one rank's block
 of gather, scatter, allgather, reduce_scatter and alltoall (root 0; the
@@ -26,6 +27,9 @@ per-round ratio pycoll / native, next to each side's median time.
 
 --ragged: gather's and allgather's rank i holds i + 1 blocks of --bytes,
 passed with sizes=, against native MPI_Gatherv and MPI_Allgatherv.
+
+--in-place: gather's and allgather's x is its own block of out (Note [Own
+blocks] in pycoll/_lanes.py), against native MPI_IN_PLACE.
 
 --accumulate gives pycoll's reductions (allreduce, reduce, reduce_scatter,
 scan) bfloat16 arrays of the same element count with accumulate="float32"
@@ -68,6 +72,8 @@ def main() -> int:
                         help="pycoll's reductions on bfloat16 with accumulate='float32'")
     parser.add_argument("--ragged", action="store_true",
                         help="gather and allgather: rank i holds i + 1 blocks, with sizes=")
+    parser.add_argument("--in-place", action="store_true",
+                        help="gather and allgather: x in its own block of out, native IN_PLACE")
     args = parser.parse_args()
     comm = pycoll.Communicator()
     world = MPI.COMM_WORLD.Dup()
@@ -90,6 +96,7 @@ def main() -> int:
     xin, wholein, yout = view(ours(x)), view(ours(whole)), ours(y)
     caller = Waited(comm) if args.async_op else comm
     ragged = args.ragged and args.collective in ("gather", "allgather")
+    in_place = args.in_place and not ragged and args.collective in ("gather", "allgather")
     if ragged:
         sizes = [(i + 1) * x.size for i in range(comm.size)]
         x = np.ones(sizes[comm.rank], np.float32)
@@ -102,6 +109,15 @@ def main() -> int:
     elif ragged:
         native = lambda: world.Allgatherv(x, layout)            # noqa: E731
         mine = lambda: caller.allgather(xin, sizes=sizes, out=whole)  # noqa: E731
+    elif in_place:
+        own = whole[comm.rank * x.size:(comm.rank + 1) * x.size]
+        if args.collective == "gather":
+            native = lambda: world.Gather(MPI.IN_PLACE if comm.rank == 0 else own,  # noqa: E731
+                                          whole if comm.rank == 0 else None, root=0)
+            mine = lambda: caller.gather(own, root=0, out=whole)  # noqa: E731
+        else:
+            native = lambda: world.Allgather(MPI.IN_PLACE, whole)  # noqa: E731
+            mine = lambda: caller.allgather(own, out=whole)     # noqa: E731
     elif args.collective == "gather":
         native = lambda: world.Gather(x, whole, root=0)         # noqa: E731
         mine = lambda: caller.gather(xin, root=0, out=whole)    # noqa: E731
@@ -145,7 +161,7 @@ def main() -> int:
     ratios = [m / n for n, m in zip(times["native"], times["pycoll"])]
     result = {"mpi": " ".join(MPI.Get_library_version().split()[:3]), "p": comm.size,
               "collective": args.collective, "input": args.input, "async": args.async_op,
-              "accumulate": half, "ragged": ragged,
+              "accumulate": half, "ragged": ragged, "in_place": in_place,
               "bytes": x.nbytes, "native_us": statistics.median(times["native"]) * 1e6,
               "pycoll_us": statistics.median(times["pycoll"]) * 1e6,
               "ratio": statistics.median(ratios), "rounds": args.rounds,

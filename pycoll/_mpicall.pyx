@@ -330,13 +330,15 @@ cdef struct Operands:
 
 
 cdef int take_operands(Operands *o, x, bint with_x, Py_ssize_t xbytes, data,
-                       Py_ssize_t align, bint same_ok) except -1:
+                       Py_ssize_t align, Py_ssize_t same_at) except -1:
     """Hold x (if *with_x*: a scatter's receiver ignores it) and *data*,
     the buffer the lane writes (unless None): 1, or 0 with nothing held
     where the Python path must take the call, which then sends nothing.
     x must have *xbytes* bytes; both must be C-contiguous and
-    *align*-aligned, and data writable and clear of x (or x itself, if
-    *same_ok*: an allreduce in place). Release with release_operands."""
+    *align*-aligned, and data writable and clear of x, or (*same_at* >= 0)
+    x must be data's bytes from that offset on: an allreduce in place
+    (0), an allgather's or gather's x in its own block of out (Note [Own
+    blocks]). Release with release_operands."""
     o.xp = o.outp = NULL
     o.have_x = o.have_out = False
     try:
@@ -360,7 +362,7 @@ cdef int take_operands(Operands *o, x, bint with_x, Py_ssize_t xbytes, data,
             o.outp = <char *>o.out.buf
             if <uintptr_t>o.outp % align or (
                     o.have_x and o.outp < o.xp + xbytes and o.xp < o.outp + o.out.len
-                    and not (same_ok and o.outp == o.xp)):
+                    and not (same_at >= 0 and o.xp == o.outp + same_at)):
                 release_operands(o)
                 return 0                # out overlaps x: the Python path copies
     except BaseException:
@@ -1121,7 +1123,7 @@ cdef class Lane(StagedSends):
             result = output = lane_output(out, self.shape, self.dtype)
             if result is NOT_TAKEN:
                 return NOT_TAKEN
-        if not take_operands(&o, x, True, self.xbytes, output, self.align, True):
+        if not take_operands(&o, x, True, self.xbytes, output, self.align, 0):
             return NOT_TAKEN
         try:
             tag = self.calls.next_tag()
@@ -1359,7 +1361,7 @@ cdef class ReduceScatterLane(StagedSends):
         cdef size_t narrow = itemsize_of(self.result_code)
         result = lane_output(out, self.shape, self.dtype)
         if result is NOT_TAKEN or not take_operands(&o, x, True, self.total // item * narrow,
-                                                    result, self.align, self.whole):
+                                                    result, self.align, 0 if self.whole else -1):
             return None
         try:
             tag = self.calls.next_tag()
@@ -1405,6 +1407,12 @@ cdef enum:
     BUF_WORD = 3                # a constant of the lane's own (an inline scatter's header word)
 
 
+cdef inline void copy_apart(char *dst, const char *src, Py_ssize_t n) noexcept nogil:
+    """memcpy, but for a span onto itself (x in its own block of out)."""
+    if dst != src:
+        memcpy(dst, src, n)
+
+
 cdef class StepLane(StagedSends):
     """One repeated, plain gather, allgather, alltoall or scatter (its data,
     after the header), run in C: this rank's part
@@ -1433,14 +1441,16 @@ cdef class StepLane(StagedSends):
     *has_result*: this rank returns out (every rank of an allgather, an
     alltoall or a scatter, a gather's root); elsewhere out is ignored and
     the call returns None. Without x bytes (a scatter off its root) x is
-    ignored.
+    ignored. *own_at* >= 0: x may be out's bytes from there, its own block
+    (an allgather or a gather's root in place, Note [Own blocks] in
+    _lanes.py); a copy onto itself is skipped.
     """
 
     cdef Transport transport
     cdef CallResources calls
     cdef object base, shape, dtype, word, collective
     cdef readonly object algorithm
-    cdef Py_ssize_t xbytes, outbytes, workbytes, align, largest_send
+    cdef Py_ssize_t xbytes, outbytes, workbytes, align, largest_send, own_at
     cdef bint has_result
     cdef int nsteps, stuck_peer, stuck_step
     cdef int kind[MAX_STEPS]
@@ -1457,9 +1467,12 @@ cdef class StepLane(StagedSends):
 
     def __cinit__(self, base, Transport transport, steps, shape, dtype, Py_ssize_t xbytes,
                   Py_ssize_t outbytes, Py_ssize_t workbytes, bint has_result, word=b"",
-                  collective="", algorithm=""):
+                  collective="", algorithm="", Py_ssize_t own_at=-1):
         if len(steps) > MAX_STEPS:
             raise ValueError(f"{len(steps)} steps are too many for the lane")
+        if own_at >= 0 and not (has_result and own_at + xbytes <= outbytes):
+            raise ValueError(f"x's {xbytes} bytes at {own_at} are not within out's {outbytes}")
+        self.own_at = own_at
         self.base, self.calls, self.transport = base, base._calls, transport
         self.shape, self.dtype = shape, dtype
         self.xbytes, self.outbytes, self.workbytes = xbytes, outbytes, workbytes
@@ -1513,12 +1526,12 @@ cdef class StepLane(StagedSends):
                 rc = recv_by(bufs[self.rbuf[i]] + self.rlo[i], <int>self.rn[i], self.source[i],
                              tag, comm, status, deadline, &self.stuck_peer)
             elif k == STEP_COPY:
-                memcpy(bufs[self.rbuf[i]] + self.rlo[i], bufs[self.sbuf[i]] + self.slo[i],
-                       self.sn[i])
+                copy_apart(bufs[self.rbuf[i]] + self.rlo[i], bufs[self.sbuf[i]] + self.slo[i],
+                           self.sn[i])
             elif deadline > 0.0:            # both messages, tested against the deadline
                 if k == STEP_SENDRECV_COPY:
-                    memcpy(bufs[self.cbuf[i]] + self.clo[i], bufs[self.sbuf[i]] + self.slo[i],
-                           self.sn[i])
+                    copy_apart(bufs[self.cbuf[i]] + self.clo[i], bufs[self.sbuf[i]] + self.slo[i],
+                               self.sn[i])
                 rc = transfer_by(sb, <int>self.sn[i], self.dest[i],
                                  bufs[self.rbuf[i]] + self.rlo[i], <int>self.rn[i],
                                  self.source[i], tag, comm, status, deadline, &self.stuck_peer)
@@ -1532,8 +1545,8 @@ cdef class StepLane(StagedSends):
                              self.source[i], tag, comm, &rreq)
                 if rc == 0:
                     rc = c_isend(sb, <int>self.sn[i], BYTE, self.dest[i], tag, comm, &sreq)
-                    memcpy(bufs[self.cbuf[i]] + self.clo[i], bufs[self.sbuf[i]] + self.slo[i],
-                           self.sn[i])
+                    copy_apart(bufs[self.cbuf[i]] + self.clo[i], bufs[self.sbuf[i]] + self.slo[i],
+                               self.sn[i])
                     if rc == 0:
                         rc = c_wait(&sreq, status)
                     rc2 = c_wait(&rreq, status)
@@ -1562,7 +1575,8 @@ cdef class StepLane(StagedSends):
             if result is NOT_TAKEN:
                 return NOT_TAKEN
         # Without xbytes (a scatter's receiver) x is ignored.
-        if not take_operands(&o, x, self.xbytes != 0, self.xbytes, result, self.align, False):
+        if not take_operands(&o, x, self.xbytes != 0, self.xbytes, result, self.align,
+                             self.own_at):
             return NOT_TAKEN
         try:
             bufs[BUF_X], bufs[BUF_OUT] = o.xp, o.outp

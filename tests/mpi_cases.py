@@ -741,6 +741,7 @@ def group_lane(run):
     allgather_lane_cases(run)
     gather_lane_cases(run)
     sizes_lane_cases(run)
+    own_block_lane_cases(run)
     scatter_lane_cases(run)
     reduce_scatter_lane_cases(run)
     ring_allreduce_lane_cases(run)
@@ -1289,6 +1290,58 @@ def sizes_lane_cases(run):
                      if k[0] == kind and v is not None and k[-1] == tuple(rows)]
             assert keyed, (kind, rows, [k for k in comm._plans if k[0] == kind])
     lanes_were_taken(run, ("allgather-lane", "gather-lane"), "sizes lanes")
+
+
+def own_block_lane_cases(run):
+    """allgather, and gather on its root, with x in its own block of out
+    (MPI_IN_PLACE's layout) take their lanes (Note [Own blocks] in
+    pycoll/_lanes.py): even and ragged blocks, every algorithm and several
+    roots; from the second call no rank leaves its lane, while odd ranks
+    pass a timeout (a deadline on the lane); ranks on the general path (a
+    strided out) meet them; an x one element off its block (any other
+    overlap) still comes out right, on the general path."""
+    comm, p, r = run.comm, run.p, run.r
+    for rows in ([2] * p, [i % 3 + 1 for i in range(p)]):
+        lo, hi = sum(rows[:r]), sum(rows[:r + 1])
+        for algo in ("ring", "recursive_doubling", "auto"):
+            for repeat in range(4):
+                name = f"allgather in place sizes={rows} {algo} call {repeat}"
+                want = np.concatenate([rank_data("float32", (n, 2), i, seed_of(name))
+                                       for i, n in enumerate(rows)])
+                if repeat == 3 and r % 2 == 1:      # the general path: a strided out
+                    out = np.zeros((2 * len(want), 2), np.float32)[::2]
+                else:
+                    out = np.zeros_like(want)
+                out[lo:hi] = want[lo:hi]
+                timeout = {"timeout": 60.0} if r % 2 and repeat == 2 else {}
+                lanes = comm.transport is not None      # (PYCOLL_TRANSPORT=mpi4py: none)
+                with lanes_only(("allgather",), f"{name} left its lane",
+                                when=lanes and 0 < repeat < 3):
+                    y = comm.allgather(out[lo:hi], algorithm=algo, sizes=rows, out=out, **timeout)
+                assert y is out, name
+                run.check(name, y, want)
+        for root in sorted({0, p - 1, p // 2}):
+            for algo in ("linear", "binomial", "auto"):
+                for repeat in range(3):
+                    name = f"gather in place sizes={rows} root {root} {algo} call {repeat}"
+                    want = np.concatenate([rank_data("float32", (n, 2), i, seed_of(name))
+                                           for i, n in enumerate(rows)])
+                    out = np.zeros_like(want)
+                    out[lo:hi] = want[lo:hi]
+                    with lanes_only(("gather",), f"{name} left its lane",
+                                    when=comm.transport is not None and repeat > 0):
+                        y = comm.gather(out[lo:hi], root=root, algorithm=algo, sizes=rows, out=out)
+                    if r == root:
+                        assert y is out, name
+                        run.check(name, y, want)
+                    else:
+                        assert y is None, name
+    for _ in range(2):                              # x one element off its own block
+        buf = np.arange(3.0 * p + 1)
+        want = np.concatenate([np.arange(3.0 * i + 1, 3.0 * i + 4) for i in range(p)])
+        y = comm.allgather(buf[3 * r + 1:3 * r + 4], out=buf[:3 * p])
+        run.check("allgather: x one element off its block", y, want)
+    lanes_were_taken(run, ("allgather-lane", "gather-lane"), "own-block lanes")
 
 
 def scatter_lane_cases(run):

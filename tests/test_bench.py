@@ -279,15 +279,17 @@ def test_latency_script_accumulates():
         assert result["accumulate"] is half and result["pycoll_us"] > 0, result
 
 
-def test_latency_script_gathers_ragged():
-    """bench/latency.py --ragged: gather and allgather with sizes= against
-    native Gatherv and Allgatherv; other collectives ignore it."""
-    for collective, ragged in (("gather", True), ("allgather", True), ("scatter", False)):
+@pytest.mark.parametrize("flag", ["ragged", "in_place"])
+def test_latency_script_gathers_ragged_and_in_place(flag):
+    """bench/latency.py --ragged (gather and allgather with sizes= against
+    native Gatherv and Allgatherv) and --in-place (x in its own block of
+    out, against native IN_PLACE); other collectives ignore them."""
+    for collective, used in (("gather", True), ("allgather", True), ("scatter", False)):
         proc = launch(2, ["bench/latency.py", "--collective", collective, "--rounds", "2",
-                          "--calls", "20", "--ragged"], timeout=120)
+                          "--calls", "20", "--" + flag.replace("_", "-")], timeout=120)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         result = json.loads(proc.stdout.strip().splitlines()[-1])
-        assert result["ragged"] is ragged and result["pycoll_us"] > 0, result
+        assert result[flag] is used and result["pycoll_us"] > 0, result
 
 
 def test_fusion_small_script():
