@@ -128,10 +128,13 @@ def test_round_us_times_more_iterations_of_small_messages(tmp_path, p):
     assert {r["iters"] for r in json.loads(out.read_text())["rows"]} == {2}
 
 
-@pytest.mark.parametrize("p", [2, 3])
+@pytest.mark.parametrize("p", [2])
 def test_tuned_is_timed_on_its_choice(tmp_path, p):
     # -a tuned: auto on a Communicator(autotune=True), warmed up until its
     # trials have chosen; the row names the choice, one of the candidates.
+    # (p = 3 took 25 s of CI's 20 minutes, warming 1 MiB trials on three
+    # ranks of two cores; the harness is the same at any p, and the
+    # trials' agreement at p = 3 and 5 is test_collectives' test_autotune.)
     from pycoll import tuning
     from pycoll._comm import Settings
     out = tmp_path / "run.json"
