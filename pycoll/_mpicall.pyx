@@ -1799,7 +1799,7 @@ def gather(comm, x, root, algorithm, out, timeout=None, sizes=None):
     elsewhere."""
     if type(root) is not int:
         return NOT_TAKEN                    # the general path checks it (Note [Equal keys], api.py)
-    key = sizes_key(sizes)
+    key = () if sizes is None else sizes_key(sizes)
     if key is None:
         return NOT_TAKEN
     return _step_lane_call(comm, "gather-lane", x, (root, algorithm) + key, out, timeout)
@@ -1833,7 +1833,7 @@ def scatter(comm, x, root, algorithm, out, timeout=None):
 
 def allgather(comm, x, algorithm, out, timeout=None, sizes=None):
     """The lane of a repeated, plain allgather: the result."""
-    key = sizes_key(sizes)
+    key = () if sizes is None else sizes_key(sizes)
     if key is None:
         return NOT_TAKEN
     return _step_lane_call(comm, "allgather-lane", x, (algorithm,) + key, out, timeout)
