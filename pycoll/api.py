@@ -50,7 +50,7 @@ from pycoll._mpi import mpi
 from pycoll._header import HEADER_INLINE, HEADER_OK, WORD_BYTES
 from pycoll._p2p import Channel
 from pycoll._pieces import Pieces
-from pycoll._plan import (CollArgs, _alltoall_args, _array, _broadcast_plan, _bytes,
+from pycoll._plan import (CollArgs, Plan, _alltoall_args, _array, _broadcast_plan, _bytes,
                           _cached_lane, _check_algorithm, _check_exclusive, _check_root,
                           _check_sizes, _done, _finish, _gather_args, _in_place, _plan,
                           _reduce_scatter_args, _reduction_args, _result, _rows, _scan_args,
@@ -1256,31 +1256,30 @@ def _fused_allreduce(c, views: list, dtype: DType, op: Op, algorithm: str) -> No
             scale(dtype.code, v, v, c.size)
 
 
-def _fused_reduce_scatter(c, buf, counts: tuple, dtype: DType, op: Op, accumulate):
-    """Reduce-scatter a byte buffer laid out by rank (*counts*: bytes per
-    rank's region), for the FusionManager: returns this rank's region of the
-    reduction, as bytes of *dtype* (AVG divided, float32 rounded back)."""
+def _fused_reduce_scatter_plan(c, counts: tuple, dtype: DType, op: Op, accumulate) -> Plan:
+    """The Plan of a reduce-scatter of a byte buffer laid out by rank
+    (*counts*: bytes per rank's region), for the FusionManager."""
     work = _work_dtype(dtype, accumulate)
-    widen = work.itemsize // dtype.itemsize
-    wide_counts = tuple(k * widen for k in counts)
-    plan = _plan(c, ("fused_reduce_scatter", dtype.name, counts, op, accumulate),
+    wide_counts = tuple(k * (work.itemsize // dtype.itemsize) for k in counts)
+    return _plan(c, ("fused_reduce_scatter", dtype.name, counts, op, accumulate),
                  lambda: CollArgs("reduce_scatter", "auto", max(wide_counts), work, dtype, op,
-                                  counts=wide_counts))
+                                  counts=wide_counts, shape=(counts[c.rank] // dtype.itemsize,)))
+
+
+def _fused_reduce_scatter(c, plan: Plan, flat, region) -> None:
+    """Run a _fused_reduce_scatter_plan on *flat* (the buffer as a 1-d
+    array of its dtype): this rank's region of the reduction (AVG divided,
+    float32 rounded back) into *region* (a 1-d array of that dtype). On the
+    reduce_scatter lane where the plan has one (the same messages and bits
+    as the general path)."""
+    a = plan.args
+    if plan.lane is not None and plan.lane.run(flat, region) is not None:
+        return
+    region, buf = region.view(np.uint8), flat.view(np.uint8)
     send = buf
-    if work is not dtype:
-        send = c.scratch("input", len(buf) * widen)
-        convert(dtype.code, work.code, send, buf)
-    mine = c.scratch("block", wide_counts[c.rank])
-    plan.run(send=send, data=c.scratch("output", sum(wide_counts)), out=mine)
-    region = mine if work is dtype else c.scratch("region", counts[c.rank])
-    _finish(plan.args, mine, region, c.size)
-    return region
-
-
-def _fused_allgather(c, buf, counts: tuple, dtype: DType) -> None:
-    """Allgather in place a byte buffer laid out by rank (*counts*), this
-    rank's region already filled, for the FusionManager."""
-    plan = _plan(c, ("fused_allgather", dtype.name, counts),
-                 lambda: CollArgs("allgather", "auto", max(counts), dtype, dtype, counts=counts))
-    start = sum(counts[:c.rank])
-    plan.run(send=buf[start:start + counts[c.rank]], out=buf)
+    if a.dtype is not a.result:
+        send = c.scratch("input", len(buf) // a.result.itemsize * a.dtype.itemsize)
+        convert(a.result.code, a.dtype.code, send, buf)
+    mine = region if a.dtype is a.result else c.scratch("block", a.counts[c.rank])
+    plan.run(send=send, data=c.scratch("output", sum(a.counts)), out=mine)
+    _finish(a, mine, region, c.size)

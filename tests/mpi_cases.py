@@ -2814,6 +2814,160 @@ def group_fusion_inline(run):
         run.same_everywhere(f"inline after async array {k}", a)
 
 
+def group_fusion_zero(run):
+    """FusionManager.reduce_scatter and allgather (the ZeRO pattern): exact
+    for every dtype, op, shape (empty blocks, rows < p) and layout, over
+    one bucket or several (cap, ids, split indices, a bucket large enough
+    to be queued while the next packs); the same arrays again, new arrays
+    of the same shapes, a shape set in place; small buckets on the lanes;
+    behind a queued async call; bad input before any message."""
+    comm, p, r = run.comm, run.p, run.r
+    from pycoll import FusionManager
+    from pycoll.fusion.manager import INLINE_PACK_BYTES
+    shapes = [(7,), (3, 4), (1,), (2 * p + 1, 2), (0,), (0, 3), (p - 1 or 1,), (5, 1, 2)]
+
+    def inputs(dtype, op, step, rank=r, which=shapes):
+        return [rank_data(dtype, s, rank, seed_of("zero", dtype, op, k, step), op)
+                for k, s in enumerate(which)]
+
+    def totals(dtype, op, step, which=shapes):
+        return [reduce_ranks(op, list(xs)) for xs in
+                zip(*(inputs(dtype, op, step, i, which) for i in range(p)))]
+
+    def strided(arrays):
+        """The same values, every other member a non-contiguous view (a
+        strided one, a transposed one)."""
+        out = []
+        for k, a in enumerate(arrays):
+            if k % 2 and a.ndim == 1:
+                big = np.zeros((2 * a.shape[0],), a.dtype)
+                big[::2] = a
+                a = big[::2]
+            elif k % 2:
+                a = np.ascontiguousarray(a.T).T
+            out.append(a)
+        return out
+
+    def round_trip(fm, arrays, dtype, op, what, **kwargs):
+        """reduce_scatter then allgather into zeros of the same layout."""
+        want = totals(dtype, op, what[1], [a.shape for a in arrays])
+        before = [a.copy() for a in arrays]
+        shards = fm.reduce_scatter(arrays, **kwargs)
+        for k, (a, b) in enumerate(zip(arrays, before)):
+            run.check(f"zero {what} input {k} untouched", a, b)
+        assert len(shards) == len(arrays)
+        for k, (s, t) in enumerate(zip(shards, want)):
+            run.check(f"zero {what} reduce_scatter {k}", s, np.array_split(t, p)[r])
+        out = strided([np.zeros_like(a) for a in arrays]) if what[0] == "strided" else \
+            [np.zeros_like(a) for a in arrays]
+        assert fm.allgather(shards, out) is not None
+        for k, (o, t) in enumerate(zip(out, want)):
+            run.check(f"zero {what} allgather {k}", o, t)
+            run.same_everywhere(f"zero {what} allgather {k}", o)
+
+    cases = [("float64", Op.SUM, None), ("float32", Op.AVG, None), ("int32", Op.MAX, None),
+             ("bfloat16", Op.SUM, None), ("float16", Op.AVG, "float32"),
+             ("complex64", Op.SUM, None), ("bool", Op.SUM, None), ("uint8", Op.BXOR, None)]
+    for dtype, op, accumulate in cases:
+        for config, kwargs in (("one", {}), ("cap", {}), ("ids", {"fusion": [1, 2, 1, 0, 2, 1, 1, 2]}),
+                               ("split", {"split_indices": [3, 5]})):
+            fm = FusionManager(op=op, comm=comm, accumulate=accumulate,
+                               bucket_bytes=40 if config == "cap" else 64 << 20)
+            for step in range(3):
+                arrays = inputs(dtype, op, step)
+                if step == 2:
+                    arrays = strided(arrays)
+                for again in range(2):      # the same arrays again: the kept buckets
+                    round_trip(fm, arrays, dtype, op,
+                               ("strided" if step == 2 else "plain", step, dtype, config, again),
+                               **kwargs)
+    # a shape set in place on the same arrays: the buckets are made again
+    fm = FusionManager(comm=comm)
+    arrays = inputs("float64", Op.SUM, 0)
+    round_trip(fm, arrays, "float64", Op.SUM, ("plain", 0, "reshape", "before"))
+    arrays[1].shape = (4, 3)
+    want = totals("float64", Op.SUM, 0)
+    want[1] = want[1].reshape(4, 3)
+    shards = fm.reduce_scatter(arrays)
+    run.check("zero reshaped in place", shards[1], np.array_split(want[1], p)[r])
+    # ShardedOptimizer's shards: views of the output's own blocks
+    params = [np.zeros(s) for s in shapes]
+    blocks = [a[sum(len(b) for b in np.array_split(a, p)[:r]):][:len(np.array_split(a, p)[r])]
+              for a in params]
+    fm = FusionManager(comm=comm, bucket_bytes=100)
+    for step in range(3):
+        for k, b in enumerate(blocks):
+            b[...] = np.array_split(totals("float64", Op.SUM, step)[k], p)[r]
+        fm.allgather(blocks, params)
+        for k, (a, t) in enumerate(zip(params, totals("float64", Op.SUM, step))):
+            run.check(f"zero own-block allgather step {step} {k}", a, t)
+    # A later bucket that packs more than INLINE_PACK_BYTES: the one before
+    # it is queued while it packs.
+    n = INLINE_PACK_BYTES // 8 + 1
+    large = [np.full(n, float(r + k)) for k in range(3)]
+    fm = FusionManager(comm=comm, bucket_bytes=n * 8)
+    for step in range(2):
+        shards = fm.reduce_scatter(large)
+        for k, s in enumerate(shards):
+            run.check(f"zero queued reduce_scatter {step} {k}", s,
+                      np.array_split(np.full(n, p * (p - 1) / 2 + p * k), p)[r])
+        out = [np.zeros(n) for _ in large]
+        fm.allgather(shards, out)
+        for k, o in enumerate(out):
+            run.check(f"zero queued allgather {step} {k}", o, np.full(n, p * (p - 1) / 2 + p * k))
+    # Small buckets run on the lanes: no general path (Plan.run, _call)
+    # from the second call on.
+    if comm.transport is not None:
+        import pycoll._plan
+        small = [np.full(3, float(r)), np.full((2, 2), float(r))]
+        fm = FusionManager(comm=comm)
+        general = pycoll._plan.Plan.run
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("a fused reduce_scatter left its lane")
+        for step in range(3):
+            if step:
+                pycoll._plan.Plan.run = refuse
+            try:
+                with lanes_only(("_call",), "a fused allgather left its lane", when=step > 0):
+                    shards = fm.reduce_scatter(small)
+                    fm.allgather(shards, small)
+            finally:
+                pycoll._plan.Plan.run = general
+            for k, a in enumerate(small):
+                run.check(f"zero lanes step {step} {k}", a, np.full(a.shape, p * (p - 1) / 2 * p ** step))
+    # behind a queued async call: in its turn
+    fm = FusionManager(comm=comm)
+    arrays = inputs("float64", Op.SUM, 0)
+    h = comm.allreduce(np.full(3, float(r)), async_op=True)
+    shards = fm.reduce_scatter(arrays)
+    assert h.done(), "the fused reduce_scatter overtook a queued async call"
+    for k, (sh, t) in enumerate(zip(shards, totals("float64", Op.SUM, 0))):
+        run.check(f"zero after async {k}", sh, np.array_split(t, p)[r])
+    h = comm.allreduce(np.full(3, float(r)), async_op=True)
+    out = [np.zeros_like(a) for a in arrays]
+    fm.allgather(shards, out)
+    assert h.done(), "the fused allgather overtook a queued async call"
+    run.check("zero after async allgather", out[3], totals("float64", Op.SUM, 0)[3])
+    # bad input: raised before any message, on every rank
+    fm = FusionManager(comm=comm)
+    expect(ValueError, "arrays[1] in reduce_scatter needs an array with at least one dimension",
+           fm.reduce_scatter, [np.ones(2), np.float64(1.0)])
+    expect(ValueError, "out[0] in allgather needs an array with at least one dimension",
+           fm.allgather, [np.ones(1)], [np.array(1.0)])
+    expect(ValueError, "2 shards for 1 arrays", fm.allgather, [np.ones(1), np.ones(1)], [np.ones(p)])
+    expect(ValueError, f"shard 0 has shape (5,), expected ({len(np.array_split(np.ones(3), p)[r])},)",
+           fm.allgather, [np.ones(5)], [np.ones(3)])
+    expect(TypeError, "shard 0 has dtype float32, expected float64", fm.allgather,
+           [np.ones(len(np.array_split(np.ones(3), p)[r]), np.float32)], [np.ones(3)])
+    ro = np.ones(4)
+    ro.setflags(write=False)
+    expect(ValueError, "arrays[0] is read-only", fm.allgather, [np.ones(len(np.array_split(ro, p)[r]))], [ro])
+    expect(TypeError, "AVG needs a floating", FusionManager(op=Op.AVG, comm=comm).reduce_scatter,
+           [np.ones(4, np.int32)])
+    run.check("zero after errors", comm.allreduce(np.ones(2)), np.full(2, float(p)))
+
+
 def _unready(fm):
     fm.register([np.ones(2), np.ones(3)])
     fm.mark_ready(0)

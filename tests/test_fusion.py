@@ -35,6 +35,14 @@ def test_fusion_inline_calls(p):
     run_ranks(p, "fusion_inline")
 
 
+@pytest.mark.parametrize("p", [1, 2, 3, 5])
+def test_fused_reduce_scatter_and_allgather(p):
+    """The ZeRO pair: exact for every dtype, op, shape and layout, over one
+    bucket or several; kept buckets, new arrays, shapes set in place; small
+    buckets on the lanes; in turn behind async calls; bad input."""
+    run_ranks(p, "fusion_zero")
+
+
 @pytest.mark.parametrize("p", [2, 4])
 def test_overlap_is_real(p):
     """The caller keeps running while buckets are in flight."""

@@ -68,7 +68,13 @@ buckets of arrays that come back call after call skip all that (Note
 Fused reduce_scatter and allgather (the ZeRO pattern) lay a bucket out by
 rank: region j holds block j (``np.array_split`` along axis 0) of every
 array, so one reduce-scatter (or allgather) of the buffer with per-rank
-byte counts serves every array of the bucket.
+byte counts serves every array of the bucket (_ZeroBucket). Their buckets
+run as a blocking allreduce's do (queued only while the next one packs
+much), the reduce-scatter on its C lane where its messages fit, the
+allgather in place (this rank's region is its own block) on its lane; the
+shards reduce_scatter returns are views of one new array per bucket, the
+region the reduction lands in. A bucket is kept, as an allreduce's calls
+are, while the same arrays come back.
 
 This module runs public collectives, so it sits above api.py (DESIGN.md
 draws fusion/ below it): a bucket's allreduce is exactly the call a user
@@ -88,7 +94,7 @@ import numpy as np
 from pycoll import _message, api, tuning
 from pycoll._async import Handle, as_seconds
 from pycoll._dtypes import Op, check_op, dtype_of, op_of
-from pycoll._kernels.copy import PackPlan, block, concat_copy, split_copy
+from pycoll._kernels.copy import PackPlan, block
 from pycoll._memory import empty
 from pycoll._pieces import follows, joined_views
 from pycoll._trials import Trials
@@ -142,6 +148,7 @@ class FusionManager:
         self._buffers: dict = {}        # (kind, dtype, nbytes, slot) -> persistent uint8 buffer
         self._packs: dict = {}          # bucket key -> (arrays, PackPlan)
         self._last = None               # (arrays, (fusion, split), _Planned): the last call
+        self._zero: dict = {}           # kind -> (arrays, (fusion, split), _ZeroBuckets): the last call
         self._inline = None             # _Inline of the last blocking allreduce's arrays
         self._registered = None
 
@@ -426,13 +433,14 @@ class FusionManager:
             c.allreduce(flat, op, algorithm, out=flat, accumulate=accumulate), plan.unpack(buf),
             each(singles))
 
-    def _pack_plan(self, key, members) -> PackPlan:
-        """The PackPlan of these arrays: kept while the same arrays come back."""
+    def _pack_plan(self, key, members, make=PackPlan) -> PackPlan:
+        """The PackPlan of these arrays (``make(members)``): kept while the
+        same arrays come back."""
         hit = self._packs.get(key)
         if hit is not None and len(hit[0]) == len(members) and all(
                 a is b for a, b in zip(hit[0], members)):
             return hit[1]
-        plan = PackPlan(members)
+        plan = make(members)
         self._packs[key] = (tuple(members), plan)
         return plan
 
@@ -504,39 +512,25 @@ class FusionManager:
 
     def reduce_scatter(self, arrays, fusion=None, split_indices=None) -> list:
         """Rank r gets block r (np.array_split along axis 0) of the reduction
-        of each array, one reduce-scatter per bucket. Returns new arrays."""
-        arrays = list(arrays)
-        for i, a in enumerate(arrays):
-            api._rows(np.shape(a), f"arrays[{i}] in reduce_scatter")
-        planned = self._buckets(arrays, fusion, split_indices)
-        views, buckets = planned.views, planned.buckets
-        c = self.comm
-        shards = [None] * len(views)
-        handles = []
-        for slot, bucket in enumerate(buckets):
-            members = [views[i] for i in bucket]
-            counts, offsets = _layout(members, c.size)
-            dtype = dtype_of(members[0].dtype)
-            buf = self._buffer(("reduce_scatter", members[0].dtype.str, sum(counts), slot), sum(counts))
-            for k, a in enumerate(members):
-                for j in range(c.size):
-                    lo = offsets[j][k]
-                    n = _block_bytes(a, c.size, j)
-                    split_copy(a, buf[lo:lo + n], 0, c.size, j)
-            own = [np.empty((block(a.shape[0], c.size, c.rank)[1], *a.shape[1:]), a.dtype)
-                   for a in members]
-            for i, s in zip(bucket, own):
-                shards[i] = s
+        of each array, one reduce-scatter per bucket. Returns new arrays
+        (views of one new buffer per bucket).
 
-            def run(buf=buf, counts=counts, offsets=offsets, own=own, dtype=dtype):
-                region = api._fused_reduce_scatter(c, buf, counts, dtype, self.op, self.accumulate)
-                start = offsets[c.rank][0] if own else 0
-                for k, s in enumerate(own):
-                    lo = offsets[c.rank][k] - start
-                    s.reshape(-1).view(np.uint8)[:] = region[lo:lo + s.nbytes]
-            handles.append(c._progress_call(run, "fused reduce_scatter"))
-        for h in handles:
-            h.wait()
+        Example (2 ranks, op=SUM)::
+
+            arrays = [np.full(4, rank), np.full(2, 10 * rank)]  # rank 0: [0 0 0 0], [0 0]
+                                                               # rank 1: [1 1 1 1], [10 10]
+            fm.reduce_scatter(arrays)                          # rank 0: [1 1], [10]
+                                                               # rank 1: [1 1], [10]
+        """
+        buckets = self._zero_buckets("reduce_scatter", arrays, fusion, split_indices)
+        shards = [None] * len(arrays)
+        steps = []
+        for b in buckets:
+            region = np.empty(b.elements, b.dtype)
+            for i, (lo, hi, shape) in zip(b.indices, b.own):
+                shards[i] = region[lo:hi] if shape is None else region[lo:hi].reshape(shape)
+            steps.append((b.pack, functools.partial(b.reduce_scatter, region), b.nbytes))
+        self._by_turns(steps, "fused reduce_scatter")
         return shards
 
     def allgather(self, shards, out) -> list:
@@ -545,33 +539,78 @@ class FusionManager:
         out, shards = list(out), list(shards)
         if len(out) != len(shards):
             raise ValueError(f"{len(shards)} shards for {len(out)} arrays")
-        full = self._check(out)
-        c = self.comm
-        for i, (s, a) in enumerate(zip(shards, full)):
-            expected = (block(a.shape[0], c.size, c.rank)[1], *a.shape[1:]) if a.ndim else None
-            if expected is None or np.shape(s) != expected:
-                raise ValueError(f"shard {i} has shape {np.shape(s)}, expected {expected}")
-        buckets = assign_buckets([a.nbytes for a in full], [a.dtype for a in full], self.bucket_bytes)
-        handles = []
-        for slot, bucket in enumerate(buckets):
-            members = [full[i] for i in bucket]
-            counts, offsets = _layout(members, c.size)
-            buf = self._buffer(("allgather", members[0].dtype.str, sum(counts), slot), sum(counts))
-            for k, i in enumerate(bucket):
-                lo = offsets[c.rank][k]
-                src = np.ascontiguousarray(_message.as_array(shards[i], f"shards[{i}]"))
-                buf[lo:lo + src.nbytes] = src.reshape(-1).view(np.uint8)
+        buckets = self._zero_buckets("allgather", out, None, None)
+        mine = [s if type(s) is np.ndarray else _message.as_array(s, f"shards[{i}]")
+                for i, s in enumerate(shards)]
+        for b in buckets:
+            for i, (lo, hi, shape) in zip(b.indices, b.own):
+                if mine[i].shape != (shape or (hi - lo,)):
+                    raise ValueError(f"shard {i} has shape {mine[i].shape}, "
+                                     f"expected {shape or (hi - lo,)}")
+                if mine[i].dtype != b.dtype:
+                    raise TypeError(f"shard {i} has dtype {mine[i].dtype}, expected {b.dtype}")
+        steps = [(functools.partial(b.pack_own, [mine[i] for i in b.indices]), b.allgather, b.nbytes)
+                 for b in buckets]
+        self._by_turns(steps, "fused allgather")
+        return out
 
-            def run(buf=buf, counts=counts, offsets=offsets, members=members):
-                api._fused_allgather(c, buf, counts, dtype_of(members[0].dtype))
-                for k, a in enumerate(members):
-                    for j in range(c.size):
-                        lo = offsets[j][k]
-                        concat_copy(buf[lo:lo + _block_bytes(a, c.size, j)], a, 0, c.size, j)
-            handles.append(c._progress_call(run, "fused allgather"))
+    def _zero_buckets(self, kind: str, arrays, fusion, split_indices) -> list:
+        """The _ZeroBuckets of a fused reduce_scatter or allgather of
+        *arrays*; raises before any message. The same arrays as the last
+        call of *kind* (the same objects, shapes and dtypes) reuse them, and
+        arrays of the same shapes and dtypes reuse their buckets and layout."""
+        try:
+            how = NO_HOW if fusion is None and split_indices is None else (
+                _frozen(fusion), _frozen(split_indices))
+        except TypeError:
+            how = None                      # assign_buckets names the problem
+        last = self._zero.get(kind)
+        if (last is not None and how is not None and last[1] == how
+                and type(arrays) is list and len(last[0]) == len(arrays)):
+            for a, (b, s, d) in zip(arrays, last[0]):
+                if a is not b or a.shape != s or a.dtype is not d or not a.flags.writeable:
+                    break
+            else:
+                return last[2]
+        arrays = list(arrays)
+        name = "arrays" if kind == "reduce_scatter" else "out"
+        for i, a in enumerate(arrays):
+            api._rows(np.shape(a), f"{name}[{i}] in {kind}")
+        views = self._check(arrays)
+        key = (kind, how, tuple((a.shape, a.dtype.str) for a in views))
+        buckets = self._layouts.get(key) if how is not None else None
+        if buckets is None:
+            buckets = assign_buckets([a.nbytes for a in views], [a.dtype for a in views],
+                                     self.bucket_bytes, fusion, split_indices)
+            if how is not None:
+                self._layouts[key] = buckets
+                _bound(self._layouts)
+        made = [_ZeroBucket(self, kind, slot, bucket, [views[i] for i in bucket])
+                for slot, bucket in enumerate(buckets)]
+        if how is not None and all(type(a) is np.ndarray for a in arrays):
+            self._zero[kind] = ([(a, a.shape, a.dtype) for a in arrays], how, made)
+        return made
+
+    def _by_turns(self, steps: list, name: str) -> None:
+        """Run a blocking fused call's buckets, (pack, send, bytes packed)
+        each, in order. A bucket is queued on the progress thread when the
+        next one packs more than INLINE_PACK_BYTES, so that the packing
+        happens while it is on the wire; the others run on this thread in
+        their turn (Note [Inline buckets]: two thread hand-overs cost more
+        than a small pack)."""
+        c, handles, last = self.comm, [], len(steps) - 1
+        for k, (pack, send, _) in enumerate(steps):
+            pack()
+            if k < last and steps[k + 1][2] > INLINE_PACK_BYTES:
+                handles.append(c._progress_call(send, name))
+            else:
+                c._progress.call(send, name, False)
         for h in handles:
             h.wait()
-        return out
+
+
+# (fusion, split_indices) when neither is given.
+NO_HOW = (None, None)
 
 
 # Signatures of arrays remembered (agreed layouts, autotune results): the
@@ -708,22 +747,74 @@ def _frozen(values):
     return tuple(operator.index(v) for v in frozen)
 
 
-def _block_bytes(a: np.ndarray, p: int, j: int) -> int:
-    return block(a.shape[0], p, j)[1] * (a.nbytes // a.shape[0] if a.shape[0] else 0)
+class _ZeroBucket:
+    """One bucket of a fused reduce_scatter or allgather (the ZeRO pattern),
+    laid out by rank: region j of its buffer holds block j
+    (np.array_split along axis 0) of every member, in member order, so that
+    one reduce-scatter (or allgather) with per-rank byte counts serves
+    them all. Made for one list of arrays and kept while it comes back.
 
+        counts[j]      bytes of region j
+        offsets        where this rank's block of each member starts
+        own            (start, stop, shape) of this rank's block of each
+                       member in its region, in elements (shape None: 1-d)
+        pack()         reduce_scatter: every member's blocks into the buffer
+        allgather()    the buffer's allgather, then every block unpacked
+                       into the members
+    """
 
-def _layout(members, p: int) -> tuple:
-    """Per-rank byte counts of a bucket laid out by rank, and the offset of
-    each member's block in each rank's region: offsets[j][k]."""
-    counts, offsets, start = [], [], 0
-    for j in range(p):
-        row = []
-        for a in members:
-            row.append(start)
-            start += _block_bytes(a, p, j)
-        offsets.append(row)
-        counts.append(start - (row[0] if row else start))
-    return counts, offsets
+    __slots__ = ("indices", "dtype", "counts", "offsets", "nbytes", "elements", "own", "buf",
+                 "pack", "comm", "plan", "unpack", "flat", "mine", "rows", "shards")
+
+    def __init__(self, fm: "FusionManager", kind: str, slot: int, indices: list, members: list):
+        c = fm.comm
+        p, r = c.size, c.rank
+        self.indices, self.dtype, self.comm = tuple(indices), members[0].dtype, c
+        item = self.dtype.itemsize
+        blocks, places, counts, at = [], [], [], 0
+        for j in range(p):
+            start = at
+            for a in members:
+                lo, n = block(a.shape[0], p, j)
+                blocks.append(a[lo:lo + n])
+                places.append(at)
+                at += blocks[-1].nbytes
+            counts.append(at - start)
+        self.counts, self.nbytes = tuple(counts), at
+        self.offsets = places[r * len(members):(r + 1) * len(members)]
+        mine = blocks[r * len(members):(r + 1) * len(members)]
+        start = sum(counts[:r])
+        self.own = tuple(((at - start) // item, (at - start) // item + b.size,
+                          b.shape if b.ndim > 1 else None) for at, b in zip(self.offsets, mine))
+        self.elements = counts[r] // item
+        self.buf = fm._buffer((kind, self.dtype.str, self.nbytes, slot), self.nbytes)
+        plan = PackPlan(blocks, places)
+        self.flat = self.buf.view(self.dtype)
+        if kind == "reduce_scatter":
+            self.pack = functools.partial(plan.pack, self.buf)
+            self.plan = api._fused_reduce_scatter_plan(c, self.counts, dtype_of(self.dtype),
+                                                       fm.op, fm.accumulate)
+        else:
+            self.unpack = functools.partial(plan.unpack, self.buf)
+            self.rows = tuple(k // item for k in counts)
+            self.mine = self.flat[start // item:start // item + self.rows[r]]
+            self.shards = None              # (the shards last packed, their PackPlan)
+
+    def pack_own(self, shards: list) -> None:
+        """allgather: this rank's *shards* into its region of the buffer."""
+        last = self.shards
+        if last is None or len(last[0]) != len(shards) or not all(
+                a is b and a.strides == t for a, (b, t) in zip(shards, last[0])):
+            last = self.shards = ([(a, a.strides) for a in shards], PackPlan(shards, self.offsets))
+        last[1].pack(self.buf)
+
+    def reduce_scatter(self, region: np.ndarray) -> None:
+        api._fused_reduce_scatter(self.comm, self.plan, self.flat, region)
+
+    def allgather(self) -> None:
+        # in place (x its own block of out), so on the allgather's lane
+        self.comm.allgather(self.mine, sizes=self.rows, out=self.flat)
+        self.unpack()
 
 
 class FusedHandle:
