@@ -2818,9 +2818,10 @@ def group_fusion_zero(run):
     """FusionManager.reduce_scatter and allgather (the ZeRO pattern): exact
     for every dtype, op, shape (empty blocks, rows < p) and layout, over
     one bucket or several (cap, ids, split indices, a bucket large enough
-    to be queued while the next packs); the same arrays again, new arrays
-    of the same shapes, a shape set in place; small buckets on the lanes;
-    behind a queued async call; bad input before any message."""
+    to be queued while the next packs), packed, each array on its own, or
+    a large array on its own beside a packed bucket; the same arrays again,
+    new arrays of the same shapes, a shape set in place; small buckets on
+    the lanes; behind a queued async call; bad input before any message."""
     comm, p, r = run.comm, run.p, run.r
     from pycoll import FusionManager
     from pycoll.fusion.manager import INLINE_PACK_BYTES
@@ -2870,9 +2871,10 @@ def group_fusion_zero(run):
              ("complex64", Op.SUM, None), ("bool", Op.SUM, None), ("uint8", Op.BXOR, None)]
     for dtype, op, accumulate in cases:
         for config, kwargs in (("one", {}), ("cap", {}), ("ids", {"fusion": [1, 2, 1, 0, 2, 1, 1, 2]}),
-                               ("split", {"split_indices": [3, 5]})):
+                               ("split", {"split_indices": [3, 5]}), ("pack", {}), ("each", {})):
             fm = FusionManager(op=op, comm=comm, accumulate=accumulate,
-                               bucket_bytes=40 if config == "cap" else 64 << 20)
+                               bucket_bytes=40 if config == "cap" else 64 << 20,
+                               strategy=config if config in ("pack", "each") else None)
             for step in range(3):
                 arrays = inputs(dtype, op, step)
                 if step == 2:
@@ -2881,6 +2883,15 @@ def group_fusion_zero(run):
                     round_trip(fm, arrays, dtype, op,
                                ("strided" if step == 2 else "plain", step, dtype, config, again),
                                **kwargs)
+    # A large member among small ones: the model sends it on its own, in
+    # place, and packs the others (FusionManager.zero_ways).
+    mixed = [(7,), (3, 4), (1,), (1 << 16,), (5, 1, 2), (0,)]
+    fm = FusionManager(comm=comm)
+    assert fm.zero_ways("reduce_scatter", [np.zeros(m) for m in mixed]) == (3,)
+    assert fm.zero_ways("allgather", [np.zeros(m) for m in mixed]) == (3,)
+    for step in range(3):
+        arrays = inputs("float64", Op.SUM, step, which=mixed)
+        round_trip(fm, arrays, "float64", Op.SUM, ("plain", step, "mixed"))
     # a shape set in place on the same arrays: the buckets are made again
     fm = FusionManager(comm=comm)
     arrays = inputs("float64", Op.SUM, 0)
@@ -2901,6 +2912,18 @@ def group_fusion_zero(run):
         fm.allgather(blocks, params)
         for k, (a, t) in enumerate(zip(params, totals("float64", Op.SUM, step))):
             run.check(f"zero own-block allgather step {step} {k}", a, t)
+    # shards of their own, kept (their values change between calls), then
+    # one set to another shape in place: checked again, before any message
+    moved = [np.empty_like(b) for b in blocks]
+    for step in range(3):
+        for b in moved:
+            b[...] = r + 10 * step
+        fm.allgather(moved, params)
+        for k, a in enumerate(params):
+            run.check(f"zero kept shards step {step} {k}", a, np.concatenate(
+                [np.full(b.shape, j + 10.0 * step) for j, b in enumerate(np.array_split(a, p))]))
+    moved[1].shape = (-1,)
+    expect(ValueError, "shard 1 has shape", fm.allgather, moved, params)
     # A later bucket that packs more than INLINE_PACK_BYTES: the one before
     # it is queued while it packs.
     n = INLINE_PACK_BYTES // 8 + 1

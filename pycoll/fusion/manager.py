@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import math
 import numbers
 import operator
 import time
@@ -121,7 +122,8 @@ class FusionManager:
             more than one array, instead of the model's choice ("pieces"
             falls back to "pack" where it cannot run; "split" sends alone
             the members the model would, and is "pack" where there are
-            none).
+            none). reduce_scatter and allgather take "pack" and "each";
+            under the others, the model's choice (zero_ways).
         autotune: measure the ways on the first blocking allreduce calls
             and keep the fastest (see the module docstring); ignored when
             *strategy* is given.
@@ -148,7 +150,8 @@ class FusionManager:
         self._buffers: dict = {}        # (kind, dtype, nbytes, slot) -> persistent uint8 buffer
         self._packs: dict = {}          # bucket key -> (arrays, PackPlan)
         self._last = None               # (arrays, (fusion, split), _Planned): the last call
-        self._zero: dict = {}           # kind -> (arrays, (fusion, split), _ZeroBuckets): the last call
+        self._zero: dict = {}           # kind -> (arrays, (fusion, split), units, inline): the last call
+        self._zero_shards = None        # (units, shards, their parts) of the last allgather
         self._inline = None             # _Inline of the last blocking allreduce's arrays
         self._registered = None
 
@@ -522,15 +525,13 @@ class FusionManager:
             fm.reduce_scatter(arrays)                          # rank 0: [1 1], [10]
                                                                # rank 1: [1 1], [10]
         """
-        buckets = self._zero_buckets("reduce_scatter", arrays, fusion, split_indices)
+        units, inline = self._zero_units("reduce_scatter", arrays, fusion, split_indices)
         shards = [None] * len(arrays)
-        steps = []
-        for b in buckets:
-            region = np.empty(b.elements, b.dtype)
-            for i, (lo, hi, shape) in zip(b.indices, b.own):
-                shards[i] = region[lo:hi] if shape is None else region[lo:hi].reshape(shape)
-            steps.append((b.pack, functools.partial(b.reduce_scatter, region), b.nbytes))
-        self._by_turns(steps, "fused reduce_scatter")
+        if inline and self.comm._progress.in_turn():
+            for u in units:                 # Note [Inline buckets]
+                u.reduce_scatter_now(shards)
+        else:
+            self._by_turns([u.reduce_scatter_step(shards) for u in units], "fused reduce_scatter")
         return shards
 
     def allgather(self, shards, out) -> list:
@@ -539,26 +540,51 @@ class FusionManager:
         out, shards = list(out), list(shards)
         if len(out) != len(shards):
             raise ValueError(f"{len(shards)} shards for {len(out)} arrays")
-        buckets = self._zero_buckets("allgather", out, None, None)
+        units, inline = self._zero_units("allgather", out, None, None)
+        parts = self._shard_parts(units, shards)
+        if inline and self.comm._progress.in_turn():
+            for u, part in zip(units, parts):     # Note [Inline buckets]
+                u.allgather_now(part)
+        else:
+            self._by_turns([u.allgather_step(part) for u, part in zip(units, parts)],
+                           "fused allgather")
+        return out
+
+    def _shard_parts(self, units: list, shards: list) -> list:
+        """The shards of each unit, checked against its members' blocks
+        (shape and dtype); raises before any message. The same shards
+        (objects, shapes, dtypes, strides) as the last allgather with these
+        units give the same lists back."""
+        last = self._zero_shards
+        if last is not None and last[0] is units and len(last[1]) == len(shards):
+            for a, (b, shape, dtype, strides) in zip(shards, last[1]):
+                if a is not b or a.shape != shape or a.dtype is not dtype or a.strides != strides:
+                    break
+            else:
+                return last[2]
         mine = [s if type(s) is np.ndarray else _message.as_array(s, f"shards[{i}]")
                 for i, s in enumerate(shards)]
-        for b in buckets:
-            for i, (lo, hi, shape) in zip(b.indices, b.own):
+        for u in units:
+            for i, (lo, hi, shape) in zip(u.indices, u.own):
                 if mine[i].shape != (shape or (hi - lo,)):
                     raise ValueError(f"shard {i} has shape {mine[i].shape}, "
                                      f"expected {shape or (hi - lo,)}")
-                if mine[i].dtype != b.dtype:
-                    raise TypeError(f"shard {i} has dtype {mine[i].dtype}, expected {b.dtype}")
-        steps = [(functools.partial(b.pack_own, [mine[i] for i in b.indices]), b.allgather, b.nbytes)
-                 for b in buckets]
-        self._by_turns(steps, "fused allgather")
-        return out
+                if mine[i].dtype != u.dtype:
+                    raise TypeError(f"shard {i} has dtype {mine[i].dtype}, expected {u.dtype}")
+        parts = [[mine[i] for i in u.indices] for u in units]
+        if all(type(s) is np.ndarray for s in shards):
+            self._zero_shards = (units, [(a, a.shape, a.dtype, a.strides) for a in shards], parts)
+        return parts
 
-    def _zero_buckets(self, kind: str, arrays, fusion, split_indices) -> list:
-        """The _ZeroBuckets of a fused reduce_scatter or allgather of
-        *arrays*; raises before any message. The same arrays as the last
-        call of *kind* (the same objects, shapes and dtypes) reuse them, and
-        arrays of the same shapes and dtypes reuse their buckets and layout."""
+    def _zero_units(self, kind: str, arrays, fusion, split_indices) -> tuple:
+        """How a fused reduce_scatter or allgather of *arrays* goes out: per
+        bucket, a _ZeroBucket of its packed members, if any, then a
+        _ZeroAlone per member sent on its own (zero_ways); and whether they
+        all run on the caller's thread (no bucket after the first packs
+        more than INLINE_PACK_BYTES, _by_turns). Raises before any message.
+        The same arrays as the last call of *kind* (the same objects,
+        shapes and dtypes) reuse them, and arrays of the same shapes and
+        dtypes reuse their buckets and ways."""
         try:
             how = NO_HOW if fusion is None and split_indices is None else (
                 _frozen(fusion), _frozen(split_indices))
@@ -571,25 +597,76 @@ class FusionManager:
                 if a is not b or a.shape != s or a.dtype is not d or not a.flags.writeable:
                     break
             else:
-                return last[2]
+                return last[2:]
         arrays = list(arrays)
         name = "arrays" if kind == "reduce_scatter" else "out"
         for i, a in enumerate(arrays):
             api._rows(np.shape(a), f"{name}[{i}] in {kind}")
         views = self._check(arrays)
         key = (kind, how, tuple((a.shape, a.dtype.str) for a in views))
-        buckets = self._layouts.get(key) if how is not None else None
-        if buckets is None:
+        ways = self._layouts.get(key) if how is not None else None
+        if ways is None:
             buckets = assign_buckets([a.nbytes for a in views], [a.dtype for a in views],
                                      self.bucket_bytes, fusion, split_indices)
+            ways = [(bucket, self.zero_ways(kind, [views[i] for i in bucket]))
+                    for bucket in buckets]
             if how is not None:
-                self._layouts[key] = buckets
+                self._layouts[key] = ways
                 _bound(self._layouts)
-        made = [_ZeroBucket(self, kind, slot, bucket, [views[i] for i in bucket])
-                for slot, bucket in enumerate(buckets)]
+        made = []
+        for slot, (bucket, alone) in enumerate(ways):
+            packed = [i for k, i in enumerate(bucket) if k not in alone]
+            if packed:
+                made.append(_ZeroBucket(self, kind, slot, packed, [views[i] for i in packed]))
+            made += [_ZeroAlone(self, bucket[k], views[bucket[k]]) for k in alone]
+        inline = all(u.nbytes <= INLINE_PACK_BYTES for u in made[1:])
         if how is not None and all(type(a) is np.ndarray for a in arrays):
-            self._zero[kind] = ([(a, a.shape, a.dtype) for a in arrays], how, made)
-        return made
+            self._zero[kind] = ([(a, a.shape, a.dtype) for a in arrays], how, made, inline)
+        return made, inline
+
+    def zero_ways(self, kind: str, members: list) -> tuple:
+        """The members of one bucket of a fused reduce_scatter or allgather
+        (*kind*) that go on their own, by position: those the model rates
+        cheaper alone (their own call and collective) than their share of
+        the packed bucket (its call, collective and copies: reduce_scatter
+        packs every byte once and the result lands where it stays;
+        allgather packs this rank's block and unpacks every byte), provided
+        two members that hold data stay packed; every member where that is
+        cheaper still ("each"), none where packing them all is ("pack"),
+        as an allreduce's bucket chooses its way (costs). Depends only on
+        what every rank shares. ``strategy="pack"`` or ``"each"`` fixes it."""
+        everyone = tuple(range(len(members)))
+        if self.strategy == "pack" and len(members) > 1:
+            return ()
+        if self.strategy == "each" or len(members) == 1:
+            return everyone
+        c, p = self.comm, self.comm.size
+        dtype = dtype_of(members[0].dtype)
+        widen = 1 if kind == "allgather" else (
+            api._work_dtype(dtype, self.accumulate).itemsize // dtype.itemsize)
+        sizes = [a.nbytes for a in members]
+        n = sum(sizes)
+        params = c.settings.params or tuning.DEFAULT_PARAMS
+        call = params.get("call_alpha", tuning.CALL_ALPHA)
+        copy = params.get("pack_beta", tuning.PACK_BETA) * (1 if kind == "reduce_scatter" else 1 + 1 / p)
+
+        def collective(k, footprint=0):
+            # n of reduce_scatter and allgather is one rank's block
+            block = -(-k * widen // p)
+            algorithm, _ = tuning.best(kind, block, p, c.settings, dtype.name)
+            return tuning.modelled_time(kind, algorithm, block, p, params, dtype.name,
+                                        footprint=-(-footprint * widen // p))
+
+        def packed(k):
+            return call + collective(k) + k * copy
+        seconds = packed(n)
+        singles = [call + collective(k, footprint=n) for k in sizes]
+        costs = {(): seconds, everyone: sum(singles)}
+        per_byte = seconds / n if n else 0.0
+        go = tuple(j for j, (k, t) in enumerate(zip(sizes, singles)) if t < k * per_byte)
+        if go and sum(1 for j, k in enumerate(sizes) if k and j not in go) > 1:
+            costs[go] = packed(n - sum(sizes[j] for j in go)) + sum(singles[j] for j in go)
+        return min(costs, key=costs.get)
 
     def _by_turns(self, steps: list, name: str) -> None:
         """Run a blocking fused call's buckets, (pack, send, bytes packed)
@@ -798,15 +875,40 @@ class _ZeroBucket:
             self.unpack = functools.partial(plan.unpack, self.buf)
             self.rows = tuple(k // item for k in counts)
             self.mine = self.flat[start // item:start // item + self.rows[r]]
-            self.shards = None              # (the shards last packed, their PackPlan)
+            self.shards = None              # (the part last packed, its PackPlan)
 
-    def pack_own(self, shards: list) -> None:
-        """allgather: this rank's *shards* into its region of the buffer."""
+    def pack_own(self, part: list) -> None:
+        """allgather: this rank's shards (*part*, a list from _shard_parts,
+        the same list while the same shards come back) into its region."""
         last = self.shards
-        if last is None or len(last[0]) != len(shards) or not all(
-                a is b and a.strides == t for a, (b, t) in zip(shards, last[0])):
-            last = self.shards = ([(a, a.strides) for a in shards], PackPlan(shards, self.offsets))
+        if last is None or last[0] is not part:
+            last = self.shards = (part, PackPlan(part, self.offsets))
         last[1].pack(self.buf)
+
+    def reduce_scatter_step(self, shards: list) -> tuple:
+        """(pack, send, bytes packed) of this bucket's part of a
+        reduce_scatter; the members' shards, views of the region the
+        reduction will land in, go into *shards*."""
+        region = self._region(shards)
+        return self.pack, functools.partial(self.reduce_scatter, region), self.nbytes
+
+    def reduce_scatter_now(self, shards: list) -> None:
+        region = self._region(shards)
+        self.pack()
+        self.reduce_scatter(region)
+
+    def _region(self, shards: list) -> np.ndarray:
+        region = np.empty(self.elements, self.dtype)
+        for i, (lo, hi, shape) in zip(self.indices, self.own):
+            shards[i] = region[lo:hi] if shape is None else region[lo:hi].reshape(shape)
+        return region
+
+    def allgather_step(self, part: list) -> tuple:
+        return functools.partial(self.pack_own, part), self.allgather, self.nbytes
+
+    def allgather_now(self, part: list) -> None:
+        self.pack_own(part)
+        self.allgather()
 
     def reduce_scatter(self, region: np.ndarray) -> None:
         api._fused_reduce_scatter(self.comm, self.plan, self.flat, region)
@@ -815,6 +917,41 @@ class _ZeroBucket:
         # in place (x its own block of out), so on the allgather's lane
         self.comm.allgather(self.mine, sizes=self.rows, out=self.flat)
         self.unpack()
+
+
+class _ZeroAlone:
+    """A member of a fused reduce_scatter or allgather that goes on its own
+    (FusionManager.zero_ways): the public collective on the array where it
+    lies, the allgather with the array as out (in place where the shard is
+    its own block), no copy."""
+
+    __slots__ = ("indices", "own", "dtype", "array", "fm", "rows")
+    nbytes = 0                              # packs nothing
+
+    def __init__(self, fm: "FusionManager", index: int, array: np.ndarray):
+        p, r = fm.comm.size, fm.comm.rank
+        self.indices, self.dtype, self.array, self.fm = (index,), array.dtype, array, fm
+        self.rows = tuple(block(array.shape[0], p, j)[1] for j in range(p))
+        shape = (self.rows[r], *array.shape[1:])
+        self.own = ((0, math.prod(shape), shape if len(shape) > 1 else None),)
+
+    def reduce_scatter_step(self, shards: list) -> tuple:
+        return _nothing, functools.partial(self.reduce_scatter_now, shards), 0
+
+    def reduce_scatter_now(self, shards: list) -> None:
+        fm = self.fm
+        shards[self.indices[0]] = fm.comm.reduce_scatter(self.array, fm.op,
+                                                         accumulate=fm.accumulate)
+
+    def allgather_step(self, part: list) -> tuple:
+        return _nothing, functools.partial(self.allgather_now, part), 0
+
+    def allgather_now(self, part: list) -> None:
+        self.fm.comm.allgather(part[0], sizes=self.rows, out=self.array)
+
+
+def _nothing() -> None:
+    pass
 
 
 class FusedHandle:
