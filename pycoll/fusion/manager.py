@@ -73,8 +73,9 @@ run as a blocking allreduce's do (queued only while the next one packs
 much), the reduce-scatter on its C lane where its messages fit, the
 allgather in place (this rank's region is its own block) on its lane; the
 shards reduce_scatter returns are views of one new array per bucket, the
-region the reduction lands in. A bucket is kept, as an allreduce's calls
-are, while the same arrays come back.
+region the reduction lands in. Members the model rates cheaper on their
+own than copied go on their own (zero_ways, _ZeroAlone). A bucket is
+kept, as an allreduce's calls are, while the same arrays come back.
 
 This module runs public collectives, so it sits above api.py (DESIGN.md
 draws fusion/ below it): a bucket's allreduce is exactly the call a user
@@ -436,14 +437,13 @@ class FusionManager:
             c.allreduce(flat, op, algorithm, out=flat, accumulate=accumulate), plan.unpack(buf),
             each(singles))
 
-    def _pack_plan(self, key, members, make=PackPlan) -> PackPlan:
-        """The PackPlan of these arrays (``make(members)``): kept while the
-        same arrays come back."""
+    def _pack_plan(self, key, members) -> PackPlan:
+        """The PackPlan of these arrays: kept while the same arrays come back."""
         hit = self._packs.get(key)
         if hit is not None and len(hit[0]) == len(members) and all(
                 a is b for a, b in zip(hit[0], members)):
             return hit[1]
-        plan = make(members)
+        plan = PackPlan(members)
         self._packs[key] = (tuple(members), plan)
         return plan
 
