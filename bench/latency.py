@@ -7,7 +7,7 @@ bursts.
                                          [--bytes 8] [--rounds 25] [--json FILE]
                                          [--input numpy|memoryview|torch] [--async]
                                          [--accumulate] [--into-none] [--ragged]
-                                         [--in-place]
+                                         [--in-place] [--out-input]
 
 --bytes is the vector of allreduce, reduce, broadcast and scan, one rank's block
 of gather, scatter, allgather, reduce_scatter and alltoall (root 0; the
@@ -29,7 +29,8 @@ per-round ratio pycoll / native, next to each side's median time.
 passed with sizes=, against native MPI_Gatherv and MPI_Allgatherv.
 
 --in-place: gather's and allgather's x is its own block of out (Note [Own
-blocks] in pycoll/_lanes.py), against native MPI_IN_PLACE.
+blocks] in pycoll/_lanes.py), allreduce's out is x, against native
+MPI_IN_PLACE.
 
 --accumulate gives pycoll's reductions (allreduce, reduce, reduce_scatter,
 scan) bfloat16 arrays of the same element count with accumulate="float32"
@@ -38,7 +39,8 @@ bfloat16, reduces the float32 arrays.
 
 --input gives pycoll's calls memoryviews or CPU torch tensors over the same
 arrays instead of the arrays (made once; out= stays a numpy array), to time
-an array-like's call (Note [Lane views] in pycoll/api.py).
+an array-like's call (Note [Lane views] in pycoll/api.py); --out-input
+makes out= one of the same kind too.
 """
 import argparse
 import json
@@ -73,7 +75,10 @@ def main() -> int:
     parser.add_argument("--ragged", action="store_true",
                         help="gather and allgather: rank i holds i + 1 blocks, with sizes=")
     parser.add_argument("--in-place", action="store_true",
-                        help="gather and allgather: x in its own block of out, native IN_PLACE")
+                        help="gather and allgather: x in its own block of out; allreduce: "
+                             "out=x; native IN_PLACE")
+    parser.add_argument("--out-input", action="store_true",
+                        help="out= of the --input kind too (a torch tensor, a memoryview)")
     args = parser.parse_args()
     comm = pycoll.Communicator()
     world = MPI.COMM_WORLD.Dup()
@@ -94,6 +99,8 @@ def main() -> int:
     ours = (lambda a: a.astype(ml_dtypes.bfloat16)) if half else (lambda a: a)
     acc = {"accumulate": "float32"} if half else {}
     xin, wholein, yout = view(ours(x)), view(ours(whole)), ours(y)
+    outv = view if args.out_input else (lambda a: a)
+    yout, yv, wholev = outv(yout), outv(y), outv(whole)
     caller = Waited(comm) if args.async_op else comm
     ragged = args.ragged and args.collective in ("gather", "allgather")
     in_place = args.in_place and not ragged and args.collective in ("gather", "allgather")
@@ -120,10 +127,10 @@ def main() -> int:
             mine = lambda: caller.allgather(own, out=whole)     # noqa: E731
     elif args.collective == "gather":
         native = lambda: world.Gather(x, whole, root=0)         # noqa: E731
-        mine = lambda: caller.gather(xin, root=0, out=whole)    # noqa: E731
+        mine = lambda: caller.gather(xin, root=0, out=wholev)   # noqa: E731
     elif args.collective == "scatter":
         native = lambda: world.Scatter(whole, y, root=0)        # noqa: E731
-        mine = lambda: caller.scatter(wholein if comm.rank == 0 else None, root=0, out=y)  # noqa: E731
+        mine = lambda: caller.scatter(wholein if comm.rank == 0 else None, root=0, out=yv)  # noqa: E731
     elif args.collective == "reduce_scatter":
         native = lambda: world.Reduce_scatter_block(whole, y)   # noqa: E731
         mine = lambda: caller.reduce_scatter(wholein, out=yout, **acc)  # noqa: E731
@@ -133,11 +140,12 @@ def main() -> int:
         mine = lambda: caller.broadcast(into, root=0)           # noqa: E731
     elif args.collective == "allgather":
         native = lambda: world.Allgather(x, whole)              # noqa: E731
-        mine = lambda: caller.allgather(xin, out=whole)         # noqa: E731
+        mine = lambda: caller.allgather(xin, out=wholev)        # noqa: E731
     elif args.collective == "alltoall":
         other = np.empty_like(whole)
+        otherv = outv(other)
         native = lambda: world.Alltoall(whole, other)           # noqa: E731
-        mine = lambda: caller.alltoall(wholein, out=other)      # noqa: E731
+        mine = lambda: caller.alltoall(wholein, out=otherv)     # noqa: E731
     elif args.collective == "barrier":
         x = x[:0]
         native = world.Barrier
@@ -148,6 +156,10 @@ def main() -> int:
     elif args.collective == "reduce":
         native = lambda: world.Reduce(x, y, root=0)             # noqa: E731
         mine = lambda: caller.reduce(xin, root=0, out=yout, **acc)  # noqa: E731
+    elif args.in_place and args.collective == "allreduce":
+        in_place = True
+        native = lambda: world.Allreduce(MPI.IN_PLACE, x)       # noqa: E731
+        mine = lambda: caller.allreduce(xin, out=xin, **acc)    # noqa: E731
     else:
         native = lambda: world.Allreduce(x, y)                  # noqa: E731
         mine = lambda: caller.allreduce(xin, out=yout, **acc)   # noqa: E731
@@ -162,6 +174,7 @@ def main() -> int:
     result = {"mpi": " ".join(MPI.Get_library_version().split()[:3]), "p": comm.size,
               "collective": args.collective, "input": args.input, "async": args.async_op,
               "accumulate": half, "ragged": ragged, "in_place": in_place,
+              "out_input": args.out_input,
               "bytes": x.nbytes, "native_us": statistics.median(times["native"]) * 1e6,
               "pycoll_us": statistics.median(times["pycoll"]) * 1e6,
               "ratio": statistics.median(ratios), "rounds": args.rounds,

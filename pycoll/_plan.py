@@ -327,9 +327,15 @@ def _result(out, shape: tuple, dtype: DType) -> tuple:
 
 
 def _done(result, data, writeback, out):
+    """The call's return value, its result written back first where out
+    was not C-contiguous: out itself for a numpy out (a subclass too);
+    for an array-like out (a torch tensor), the numpy view of its memory
+    that holds the result (DESIGN.md: results are numpy arrays)."""
     if writeback is not None:
         unpack(data, [writeback])
-    return result if out is None else out
+    if isinstance(out, np.ndarray):
+        return out
+    return result if writeback is None else writeback
 
 
 def _check_algorithm(collective: str, algorithm) -> str:

@@ -1084,6 +1084,47 @@ def array_like_lane_cases(run):
                     run.check(f"{name} gather", g, everyone)
                 else:
                     assert z is None and g is None, name
+                # out= an array-like: the lane writes through its view and
+                # the call returns that view (DESIGN.md: results are numpy
+                # arrays), as the general path does
+                outs = {k: np.full(n, -1.0, F32) for k, n in (
+                    ("allreduce", p), ("in place", p), ("reduce", p), ("reduce_scatter", len(w)),
+                    ("gather", p * p), ("allgather", p * p), ("scatter", len(sc)), ("alltoall", p),
+                    ("scan", p))}
+                inplace = xs[r].copy()
+                with lanes_only(("_call",), why, when=repeat):
+                    got = {
+                        "allreduce": api.allreduce(wrap(xs[r]), algorithm="recursive_doubling",
+                                                   out=wrap(outs["allreduce"]), **on),
+                        "reduce": api.reduce(wrap(xs[r]), root=root, algorithm="binomial",
+                                             out=wrap(outs["reduce"]), **on),
+                        "reduce_scatter": api.reduce_scatter(wrap(xs[r]), algorithm="ring",
+                                                             out=wrap(outs["reduce_scatter"]), **on),
+                        "gather": api.gather(wrap(xs[r]), root=root, algorithm="binomial",
+                                             out=wrap(outs["gather"]), **on),
+                        "allgather": api.allgather(wrap(xs[r]), algorithm="ring",
+                                                   out=wrap(outs["allgather"]), **on),
+                        "scatter": api.scatter(wrap(everyone) if r == root else None, root=root,
+                                               algorithm="binomial", out=wrap(outs["scatter"]), **on),
+                        "alltoall": api.alltoall(wrap(xs[r]), out=wrap(outs["alltoall"]), **on),
+                        "scan": api.scan(wrap(xs[r]), out=wrap(outs["scan"]), **on),
+                    }
+                    both = wrap(inplace)    # in place: one array-like as x and out
+                    got["in place"] = api.allreduce(both, algorithm="recursive_doubling",
+                                                    out=both, **on)
+                    outs["in place"] = inplace
+                want = {"allreduce": total, "in place": total, "reduce": total,
+                        "reduce_scatter": np.array_split(total, p)[r], "gather": everyone,
+                        "allgather": everyone, "scatter": np.array_split(everyone, p)[r],
+                        "alltoall": np.concatenate([np.array_split(x, p)[r] for x in xs]),
+                        "scan": reduce_ranks(Op.SUM, xs[:r + 1])}
+                for k, y in got.items():
+                    if k in ("reduce", "gather") and r != root:
+                        assert y is None, f"{name} {k} out= off the root"
+                        continue
+                    assert type(y) is np.ndarray and np.shares_memory(y, outs[k]), (
+                        f"{name} {k} out=: returned {type(y).__name__}, not the view of out")
+                    run.check(f"{name} {k} out=", outs[k], want[k])
     run.count += 1
 
 
