@@ -304,3 +304,30 @@ def test_fusion_small_script():
     assert len(lines) == 6 and all(d["p"] == 2 for d in lines)
     assert all(d["fused_us"] > 0 and d["per_array_us"] > 0 and d["flat_us"] > 0 for d in lines)
     assert lines[3]["split_indices"] == [4] and lines[3]["ways"] == ["pack"]
+
+
+def test_latency_script_out_like_input_and_allreduce_in_place():
+    """bench/latency.py --out-input (out= of the --input kind) and
+    --in-place for allreduce (out=x, against native IN_PLACE)."""
+    for extra, in_place in (([], False), (["--in-place"], True)):
+        proc = launch(2, ["bench/latency.py", "--collective", "allreduce", "--rounds", "2",
+                          "--calls", "20", "--input", "memoryview", "--out-input", *extra],
+                      timeout=120)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert result["out_input"] and result["in_place"] is in_place and result["pycoll_us"] > 0
+
+
+def test_fusion_zero_script():
+    """bench/fusion_zero.py at p = 2: one JSON line per case asked for,
+    every variant timed, and how the reduce_scatter went (its numbers are
+    for the README's fusion section)."""
+    proc = launch(2, ["bench/fusion_zero.py", "--rounds", "1", "--calls", "5",
+                      "--cases", "2 x 8 B,8 x 1 MiB"], timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = [json.loads(line) for line in proc.stdout.strip().splitlines()]
+    assert [d["case"] for d in lines] == ["2 x 8 B", "8 x 1 MiB"]
+    for d in lines:
+        assert all(d[f"{way}_{op}_us"] > 0 for way in ("fused", "per_array", "flat")
+                   for op in ("rs", "ag")), d
+    assert lines[0]["arrays_alone"] == 0 and lines[1]["arrays_alone"] == 8, lines
