@@ -2933,6 +2933,10 @@ def group_fusion_zero(run):
     for step in range(3):
         arrays = inputs("float64", Op.SUM, step, which=mixed)
         round_trip(fm, arrays, "float64", Op.SUM, ("plain", step, "mixed"))
+    # any iterable of arrays
+    shards = fm.reduce_scatter(iter(inputs("float64", Op.SUM, 0, which=mixed)))
+    for k, (sh, t) in enumerate(zip(shards, totals("float64", Op.SUM, 0, mixed))):
+        run.check(f"zero from an iterator {k}", sh, np.array_split(t, p)[r])
     # a shape set in place on the same arrays: the buckets are made again
     fm = FusionManager(comm=comm)
     arrays = inputs("float64", Op.SUM, 0)

@@ -525,6 +525,8 @@ class FusionManager:
             fm.reduce_scatter(arrays)                          # rank 0: [1 1], [10]
                                                                # rank 1: [1 1], [10]
         """
+        if type(arrays) is not list:
+            arrays = list(arrays)
         units, inline = self._zero_units("reduce_scatter", arrays, fusion, split_indices)
         shards = [None] * len(arrays)
         if inline and self.comm._progress.in_turn():
