@@ -45,7 +45,7 @@ from pycoll import _header, _lanes, _message, _mpicall, tuning
 from pycoll._async import as_seconds
 from pycoll._comm import CommBase, Settings
 from pycoll._dtypes import BY_NAME, DType, Op, dtype_of, op_of
-from pycoll._kernels.reduce import convert, scale
+from pycoll._kernels.reduce import scale
 from pycoll._mpi import mpi
 from pycoll._header import HEADER_INLINE, HEADER_OK, WORD_BYTES
 from pycoll._p2p import Channel
@@ -397,9 +397,9 @@ def _array_like(out) -> bool:
 def _out_view(out):
     """out= as a lane takes it (Note [Lane views]): None or a numpy array
     itself, an array-like's numpy view (the lane writes through it and the
-    call returns the caller's out), or NOT_TAKEN where it has none (the
+    call returns it, _lane_result), or NOT_TAKEN where it has none (the
     general path then says why)."""
-    if out is None or type(out) is np.ndarray:
+    if not _array_like(out):
         return out
     try:
         return _message.as_array(out, "out")
@@ -1313,11 +1313,8 @@ def _fused_reduce_scatter(c, plan: Plan, flat, region) -> None:
     a = plan.args
     if plan.lane is not None and plan.lane.run(flat, region) is not None:
         return
-    region, buf = region.view(np.uint8), flat.view(np.uint8)
-    send = buf
-    if a.dtype is not a.result:
-        send = c.scratch("input", len(buf) // a.result.itemsize * a.dtype.itemsize)
-        convert(a.result.code, a.dtype.code, send, buf)
+    region = region.view(np.uint8)
+    send = _send_bytes(c, a, flat)
     mine = region if a.dtype is a.result else c.scratch("block", a.counts[c.rank])
     plan.run(send=send, data=c.scratch("output", sum(a.counts)), out=mine)
     _finish(a, mine, region, c.size)

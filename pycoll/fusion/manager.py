@@ -263,14 +263,8 @@ class FusionManager:
         except TypeError:
             how = None                      # assign_buckets names the problem
         last = self._last
-        if (last is not None and how is not None and last[1] == how
-                and len(last[0]) == len(arrays)
-                and all(a is b and a.shape == s and a.dtype is d
-                        for a, (b, s, d) in zip(arrays, last[0]))):
-            for i, a in enumerate(last[2].views):
-                if not a.flags.writeable:
-                    raise ValueError(f"arrays[{i}] is read-only: fused collectives work in place")
-            return last[2]
+        if last is not None and how is not None and last[1] == how and _kept(arrays, last[0]):
+            return last[2]                  # (a read-only array misses: _check names it)
         views = self._check(arrays)
         buckets = assign_buckets([a.nbytes for a in views], [a.dtype for a in views],
                                  self.bucket_bytes, fusion, split_indices)
@@ -593,13 +587,8 @@ class FusionManager:
         except TypeError:
             how = None                      # assign_buckets names the problem
         last = self._zero.get(kind)
-        if (last is not None and how is not None and last[1] == how
-                and type(arrays) is list and len(last[0]) == len(arrays)):
-            for a, (b, s, d) in zip(arrays, last[0]):
-                if a is not b or a.shape != s or a.dtype is not d or not a.flags.writeable:
-                    break
-            else:
-                return last[2:]
+        if last is not None and how is not None and last[1] == how and _kept(arrays, last[0]):
+            return last[2:]
         arrays = list(arrays)
         name = "arrays" if kind == "reduce_scatter" else "out"
         for i, a in enumerate(arrays):
@@ -744,12 +733,8 @@ class _Inline:
         """Make the calls, if *arrays* (and the fusion arguments) are the
         ones they were made for, as _planned's cache decides, all
         writeable, and nothing is queued (Note [Issue order])."""
-        rows = self.rows
-        if type(arrays) is not list or len(arrays) != len(rows) or not self.progress.in_turn():
+        if not self.progress.in_turn() or not _kept(arrays, self.rows):
             return False
-        for a, (b, shape, dtype) in zip(arrays, rows):
-            if a is not b or a.shape != shape or a.dtype is not dtype or not a.flags.writeable:
-                return False
         if (fusion is not None or split_indices is not None or self.how != (None, None)) \
                 and not self._same_how(fusion, split_indices):
             return False
@@ -795,6 +780,17 @@ class _Planned(NamedTuple):
     ways: list
     layouts: list
     key: tuple
+
+
+def _kept(arrays, rows) -> bool:
+    """Whether *arrays* (a list) are the ones *rows* ((array, shape, dtype)
+    each) were kept for: the same objects, shapes and dtypes, writeable."""
+    if type(arrays) is not list or len(arrays) != len(rows):
+        return False
+    for a, (b, shape, dtype) in zip(arrays, rows):
+        if a is not b or a.shape != shape or a.dtype is not dtype or not a.flags.writeable:
+            return False
+    return True
 
 
 def _bound(remembered) -> None:
