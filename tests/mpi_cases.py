@@ -2063,7 +2063,10 @@ def partial_overlap_cases(run):
     do."""
     comm, p, r = run.comm, run.p, run.r
     tot = p * (p + 1) / 2
-    for n in (5, 3 * p, 20000):                     # fewer elements than ranks too
+    # fewer elements than ranks too; 2000 float64 take many of the tests'
+    # 256 B segments per block, so later segments of x are read after out's
+    # first ones were written
+    for n in (5, 3 * p, 2000):
         for algo in ("auto", *ALGORITHMS["allreduce"]):
             for shift in (3, -3):
                 buf = np.arange(n + 3, dtype=np.float64) * (r + 1)
@@ -2124,8 +2127,11 @@ def allgather_lane_cases(run):
     ranks take the general path (a strided out) while the others take the
     lane, and they meet on the same messages."""
     comm, p, r = run.comm, run.p, run.r
-    for rows, algo in ((3, "ring"), (1, "ring"), (20000, "ring"), (3, "recursive_doubling"),
-                       (20000, "recursive_doubling")):  # float32 rows of 16 B; 80 KB
+    # float32 rows of 16 B: 80 KB blocks with the tuner's segments (whole
+    # messages), 8 KB with the tests' 256 B ones (many segments either way)
+    big = 20000 if comm.settings.segment_bytes is None else 500
+    for rows, algo in ((3, "ring"), (1, "ring"), (big, "ring"), (3, "recursive_doubling"),
+                       (big, "recursive_doubling")):
         for repeat in range(3):
             name = f"allgather lane {algo} {rows} rows call {repeat}"
             full = np.concatenate([rank_data("float32", (rows, 4), i, seed_of(name)) for i in range(p)])
@@ -2572,7 +2578,7 @@ def group_fusion(run):
     # in place; bitwise the algorithm on the packed small ones and each large
     # one's own allreduce
     rng = np.random.default_rng([r, 11])
-    mixed = [sample("float32", (1 << 20 if k in (3, 9) else 3 + k,), rng) for k in range(12)]
+    mixed = [sample("float32", (1 << 16 if k in (3, 9) else 3 + k,), rng) for k in range(12)]
     for strategy in (None, "split"):
         fm = FusionManager(comm=comm, strategy=strategy)
         entries = fm.plan(mixed)
@@ -2598,7 +2604,7 @@ def group_fusion(run):
     fm = FusionManager(comm=comm)
     small = [np.full(3, r, np.float32) for _ in range(50)]
     assert [way for _, way, _ in fm.plan(small)] == ["pack"], fm.plan(small)
-    large = [np.full(1 << 20, r + 1.0, np.float32) for _ in range(3)]
+    large = [np.full(1 << 16, r + 1.0, np.float32) for _ in range(3)]
     (_, way, _), = fm.plan(large)
     assert way in ("pieces", "each"), way
     fm.allreduce(large)
