@@ -6,20 +6,26 @@
 others waiting.)
 
 Every rank draws the same sequence of calls (collective, algorithm, op,
-dtype, count, root, sometimes async, sometimes a timeout on every other
-rank) from one seed, builds every rank's
-input itself, so it knows the expected result without communication, and
-checks its own result element by element. Inputs are exact (small integers,
-powers of two for PROD), so any order of combination gives the same bits.
-The report counts wrong results (over all ranks) and the growth of the
-resident set from the end of a warm-up to the end, the largest over ranks.
-A third of the counts come from a few repeated ones, so that calls of one
-signature repeat and take their C lanes (timed calls too, with their
-deadlines, beside untimed ones on the other ranks).
-Scratch buffers grow to the largest message seen and then stay, so the
-warm-up runs every (collective, algorithm) once at the largest count and
-widest dtype the soak can draw, then the first ``--warmup`` fraction of
-the random calls; growth after that is what leaks.
+dtype, count, rows of one or of three, root, sometimes accumulate,
+sometimes async, sometimes a timeout on every other rank) from one seed,
+builds every rank's input itself, so it knows the expected result without
+communication, and checks its own result element by element. Each rank
+also draws its own layout of x (as it is, strided, Fortran order) and its
+own ``out=`` (none, a new array, every other row of a larger one, or in
+place), so ranks on the C lanes and on the general path meet in one call.
+Inputs are exact (small integers, powers of two for PROD), so any order of
+combination gives the same bits. A third of the counts come from a few
+repeated ones, so that calls of one signature repeat and take their C lanes
+(timed calls too, with their deadlines, beside untimed ones on the other
+ranks).
+
+The report counts wrong results (over all ranks and both passes) and the
+growth of the resident set over the second pass, the largest over ranks.
+A warm-up first runs every (collective, algorithm) once at the largest
+count and widest dtype the soak can draw, so the scratch buffers reach
+their final sizes; then the calls run twice from the same seed (Note
+[Growth over a replay] in main): the first pass fills the plan cache, and
+what the second adds is what calls leave behind.
 """
 import argparse
 import ctypes
@@ -104,8 +110,50 @@ def valid(op, dt) -> bool:
     return True
 
 
+HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+REDUCTIONS = ("allreduce", "reduce", "reduce_scatter", "scan")
+FILL = 0xA5                 # the bytes of an out= buffer no result may touch
+
+
+def rows_of(dtype, rows, cols, rank, seed, op):
+    """One rank's input: *rows* values, or rows of *cols* (axis 0 is what
+    the collectives split and join)."""
+    x = data(dtype, rows * max(cols, 1), rank, seed, op)
+    return x.reshape(rows, cols) if cols else x
+
+
+def laid_out(x, how):
+    """x as a caller may hand it, the same values: as it is, every other row
+    of a larger buffer, or (rows of several) in Fortran order."""
+    if how == "strided":
+        buf = np.zeros((2 * len(x),) + x.shape[1:], x.dtype)
+        buf[::2] = x
+        return buf[::2]
+    if how == "fortran" and x.ndim == 2:
+        return np.asfortranarray(x)
+    return x.copy()
+
+
+def out_for(shape, dtype, how):
+    """(out, the buffer it lies in): a new array, or every other row of one
+    twice as long, filled with FILL bytes that only out's rows may lose."""
+    rows = shape[0] * (2 if how == "strided" else 1)
+    buf = np.empty((rows,) + tuple(shape[1:]), dtype)
+    buf.view(np.uint8)[...] = FILL
+    return (buf[::2] if how == "strided" else buf), buf
+
+
 def one_call(comm, rng, k, p, r):
-    """Draw and run call k; returns (description, number of wrong elements)."""
+    """Draw and run call k; returns (description, number of wrong elements).
+
+    The collective, algorithm, dtype, op, shape, root, accumulate, async
+    and timeout come from *rng*, the same on every rank; how this rank lays
+    out its input and where it asks for the result (``out=``: none, a new
+    array, every other row of a larger one, or in place: out is x, or x's
+    own block of out, or out x's own block) are its own draws, so ranks on
+    the C lanes and on the general path meet in the same call. A result
+    that is not out (when out= was given), an out= buffer written outside
+    out, or an input changed when it was not out count as wrong too."""
     collective = rng.choice(["allreduce", "reduce", "broadcast", "gather", "scatter", "allgather",
                              "reduce_scatter", "alltoall", "scan", "barrier"])
     algorithm = rng.choice(["auto", *ALGORITHMS[collective]])
@@ -119,66 +167,134 @@ def one_call(comm, rng, k, p, r):
         n = int(rng.integers(0, 5000))
     else:
         n = int(rng.integers(100_000, MAX_COUNT))
+    cols = 3 if rng.random() < 0.25 else 0
+    rows = n // 3 if cols else n
     root = int(rng.integers(p))
     seed = k
-    xs = [data(dtype, n, i, seed, op) for i in range(p)]
-    x = xs[r]
+    accumulate = "float32" if (collective in REDUCTIONS and np.dtype(dtype) in HALF
+                               and rng.random() < 0.3) else None
     async_op = bool(rng.random() < 0.1)
     # a generous timeout on every other rank: deadlines on the lanes and the
     # general path beside calls without one
     timed = bool(rng.random() < 0.3)
-    kw = {"async_op": async_op, **({"timeout": 600.0} if timed and (r + k) % 2 else {})}
-    what = f"{collective}({algorithm}) {op} {np.dtype(dtype).name} n={n} root={root}"
-    if timed:
-        what += " timed"
-    if collective == "allreduce":
-        got, expected = comm.allreduce(x, op, algorithm, **kw), reduce_all(op, xs)
-    elif collective == "reduce":
-        got, expected = comm.reduce(x, op, root, algorithm, **kw), reduce_all(op, xs)
-        if r != root:
-            return what, int(got is not None and not async_op)
-    elif collective == "broadcast":
-        got = comm.broadcast(x.copy() if r == root else None, root, algorithm, **kw)
-        expected = xs[root]
-    elif collective == "gather":
+    exclusive = collective == "scan" and bool(rng.random() < 0.3)
+    sizes = None
+    if collective == "gather" or (collective == "allgather" and rng.random() < 0.3):
         sizes = [int(rng.integers(0, 50)) for _ in range(p)]
-        parts = [data(dtype, sizes[i], i, seed, op) for i in range(p)]
-        got = comm.gather(parts[r], root, algorithm, sizes=sizes, **kw)
-        expected = np.concatenate(parts)
+    kw = {"async_op": async_op, **({"timeout": 600.0} if timed and (r + k) % 2 else {})}
+    if accumulate:
+        kw["accumulate"] = accumulate
+    mine = np.random.default_rng([seed, r, 1])      # this rank's own choices
+    layout = str(mine.choice(["as is", "as is", "strided", "fortran"]))
+    how = mine.choice([None, None, "fresh", "strided", "in place"])
+
+    xs = [rows_of(dtype, sizes[i] if sizes else rows, cols, i, seed, op) for i in range(p)]
+    lengths = [len(b) for b in np.array_split(np.empty(len(xs[r])), p)]
+    lo, hi = sum(lengths[:r]), sum(lengths[:r + 1])      # this rank's block of x
+    x = laid_out(xs[r], layout)
+    out, buf, gets, expected = None, None, True, None
+    if collective in ("allreduce", "reduce", "scan"):
+        gets = r == root if collective == "reduce" else r > 0 or not exclusive
+        if gets:
+            expected = reduce_all(op, xs[:r + 1 - exclusive] if collective == "scan" else xs)
+    elif collective == "broadcast":
+        expected = xs[root]
         if r != root:
-            return what, 0
+            x = None if how is None else laid_out(np.zeros_like(xs[root]), layout)
+        how = None
+    elif collective == "gather":
+        expected = np.concatenate(xs)
+        gets = r == root
     elif collective == "scatter":
-        got = comm.scatter(xs[root] if r == root else None, root, algorithm, **kw)
         expected = np.array_split(xs[root], p)[r]
+        x = x if r == root else None
     elif collective == "allgather":
-        got, expected = comm.allgather(x, algorithm, **kw), np.concatenate(xs)
+        expected = np.concatenate(xs)
     elif collective == "reduce_scatter":
-        got = comm.reduce_scatter(x, op, algorithm, **kw)
         expected = np.array_split(reduce_all(op, xs), p)[r]
     elif collective == "alltoall":
-        got = comm.alltoall(x, algorithm, **kw)
         expected = np.concatenate([np.array_split(xi, p)[r] for xi in xs])
-    elif collective == "scan":
-        exclusive = bool(rng.random() < 0.3)
-        got = comm.scan(x, op, exclusive=exclusive, algorithm=algorithm, **kw)
-        upto = r if exclusive else r + 1
-        if upto == 0:
-            got = got.wait() if async_op else got
-            return what, int(got is not None)
-        expected = reduce_all(op, xs[:upto])
     else:
-        got = comm.barrier(**kw)
+        how = None
+    if how is not None and collective in ("gather", "allgather") and how == "in place":
+        # x in its own block of out (MPI_IN_PLACE's layout); off a gather's
+        # root there is no out: x alone
+        if gets:
+            out, buf = out_for(expected.shape, expected.dtype, layout if layout == "strided" else "fresh")
+            lo = sum(len(xi) for xi in xs[:r])
+            out[lo:lo + len(xs[r])] = xs[r]
+            x = out[lo:lo + len(xs[r])]
+    elif how == "in place" and collective in ("reduce_scatter", "scatter"):
+        if x is not None:                           # out is x's own block (the root's, for scatter)
+            out = x[lo:hi]
+        else:
+            out, buf = out_for(expected.shape, expected.dtype, "fresh")
+    elif how == "in place" and (collective != "alltoall" or expected.shape == x.shape):
+        out = x                                     # allreduce, reduce, scan; alltoall of even blocks
+    elif how is not None:                           # a new out, or every other row of one
+        how = "fresh" if how == "in place" else how
+        shape = expected.shape if expected is not None else xs[r].shape
+        out, buf = out_for(shape, xs[r].dtype, how)
+    if out is not None:
+        kw["out"] = out
+    before = None if x is None or out is not None and np.shares_memory(x, out) else x.copy()
+
+    what = (f"{collective}({algorithm}) {op} {np.dtype(dtype).name} rows={rows}x{cols or 1} "
+            f"root={root} x {layout} out {how}" + (" sizes" if sizes else "")
+            + (" accumulate" if accumulate else "") + (" timed" if timed else "")
+            + (" async" if async_op else ""))
+    try:
+        if collective == "allreduce":
+            got = comm.allreduce(x, op, algorithm, **kw)
+        elif collective == "reduce":
+            got = comm.reduce(x, op, root, algorithm, **kw)
+        elif collective == "broadcast":
+            got = comm.broadcast(x, root, algorithm, **kw)
+        elif collective == "gather":
+            got = comm.gather(x, root, algorithm, sizes=sizes, **kw)
+        elif collective == "scatter":
+            got = comm.scatter(x, root, algorithm, **kw)
+        elif collective == "allgather":
+            got = comm.allgather(x, algorithm, sizes=sizes, **kw)
+        elif collective == "reduce_scatter":
+            got = comm.reduce_scatter(x, op, algorithm, **kw)
+        elif collective == "alltoall":
+            got = comm.alltoall(x, algorithm, **kw)
+        elif collective == "scan":
+            got = comm.scan(x, op, exclusive=exclusive, algorithm=algorithm, **kw)
+        else:
+            got = comm.barrier(**kw)
         if async_op:
-            got.wait()
-        return what, 0
-    if async_op:
-        got = got.wait()
-    got, expected = np.asarray(got), np.asarray(expected)
+            got = got.wait()
+    except Exception as exc:
+        raise RuntimeError(f"call {k}: {what}") from exc
+    bad = 0
+    if before is not None and collective != "broadcast" and not same_bits(x, before):
+        bad += 1                                    # an input that is not out was changed
+    if not gets or expected is None:
+        return what, bad + int(got is not None)
+    if out is not None and got is not out:
+        return what, bad + max(expected.size, 1)
+    if collective == "broadcast" and x is not None and got is not x:
+        return what, bad + max(expected.size, 1)
+    if buf is not None and out is not buf:          # a strided out: the rows between
+        bad += int(np.count_nonzero(np.ascontiguousarray(buf[1::2]).view(np.uint8) != FILL))
+    got = np.asarray(got)
     if got.shape != expected.shape or got.dtype != expected.dtype:
-        return what, max(expected.size, 1)
-    bits = (lambda a: a.view(np.uint8).reshape(a.size, -1) if a.size else a.view(np.uint8))
-    return what, int(np.count_nonzero(np.any(bits(np.ascontiguousarray(got)) !=
-                                             bits(np.ascontiguousarray(expected)), axis=-1)))
+        return what, bad + max(expected.size, 1)
+    return what, bad + wrong_elements(got, expected)
+
+
+def same_bits(a, b) -> bool:
+    return a.shape == b.shape and wrong_elements(a, b) == 0
+
+
+def wrong_elements(got, expected) -> int:
+    """How many elements differ in their bits (NaN payloads and -0 too)."""
+    def bits(a):
+        a = np.ascontiguousarray(a).reshape(-1)
+        return a.view(np.uint8).reshape(a.size, -1) if a.size else a.view(np.uint8)
+    return int(np.count_nonzero(np.any(bits(got) != bits(expected), axis=-1)))
 
 
 def warm_up(comm) -> None:
@@ -209,46 +325,57 @@ def warm_up(comm) -> None:
     comm.allreduce(np.ones(MAX_COUNT), async_op=True).wait()
 
 
+def one_pass(args, world, trace, index) -> tuple[int, list, int]:
+    """The calls drawn from args.seed on a new Communicator, warmed up
+    first and freed after: (wrong, failures, resident bytes after)."""
+    comm = pycoll.Communicator()
+    p, r = comm.size, comm.rank
+    warm_up(comm)
+    rng = np.random.default_rng(args.seed)
+    wrong, failures = 0, []
+    for k in range(args.calls):
+        if args.trace and k % args.trace == 0:
+            trace.append((index * args.calls + k, world.allreduce(rss_bytes(), op=MPI.MAX) >> 20))
+        what, bad = one_call(comm, rng, k, p, r)
+        if bad:
+            wrong += bad
+            failures.append(f"pass {index + 1} call {k}: {what}: {bad} wrong")
+    comm.free()
+    return wrong, failures, rss_bytes()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=10000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", default=None)
-    parser.add_argument("--warmup", type=float, default=0.1,
-                        help="fraction of the calls before memory is first measured")
     parser.add_argument("--trace", type=int, default=0,
                         help="record resident memory every this many calls")
     args = parser.parse_args()
-    comm = pycoll.Communicator()
     world = MPI.COMM_WORLD.Dup()
-    p, r = comm.size, comm.rank
-    rng = np.random.default_rng(args.seed)
-    warm = max(1, int(args.calls * args.warmup))
-    wrong, failures, start_rss, trace = 0, [], 0, []
+    trace = []
     start = time.perf_counter()
-    warm_up(comm)
-    for k in range(args.calls):
-        if k == warm:
-            start_rss = rss_bytes()
-        if args.trace and k % args.trace == 0:
-            trace.append((k, world.allreduce(rss_bytes(), op=MPI.MAX) >> 20))
-        what, bad = one_call(comm, rng, k, p, r)
-        if bad:
-            wrong += bad
-            failures.append(f"call {k}: {what}: {bad} wrong")
+    # Note [Growth over a replay]: a Communicator keeps a plan per call
+    # signature (a few KiB each, up to _plan.PLAN_CACHE of them, then
+    # cleared) and scratch as large as its largest message, all freed with
+    # it. So the same calls run twice, each time on a new Communicator
+    # freed at the end; what the second pass leaves beyond the first is
+    # what calls (or a Communicator) leave behind.
+    wrong, failures, first = one_pass(args, world, trace, 0)
+    more, later, second = one_pass(args, world, trace, 1)
     elapsed = time.perf_counter() - start
-    growth = world.allreduce(rss_bytes() - start_rss, op=MPI.MAX)
-    wrong = world.allreduce(wrong, op=MPI.SUM)
-    failures = [f for fs in world.allgather(failures) for f in fs]
-    result = {"mpi": " ".join(MPI.Get_library_version().split()[:3]), "p": p, "calls": args.calls,
-              "seed": args.seed, "wrong": wrong, "failures": failures[:20],
-              "rss_growth_bytes": growth, "seconds": elapsed, "rss_mib_trace": trace}
-    if r == 0:
+    growth = world.allreduce(second - first, op=MPI.MAX)
+    wrong = world.allreduce(wrong + more, op=MPI.SUM)
+    failures = [f for fs in world.allgather(failures + later) for f in fs]
+    result = {"mpi": " ".join(MPI.Get_library_version().split()[:3]), "p": world.size,
+              "calls": args.calls, "passes": 2, "seed": args.seed, "wrong": wrong,
+              "failures": failures[:20], "rss_growth_bytes": growth, "seconds": elapsed,
+              "rss_mib_trace": trace}
+    if world.rank == 0:
         print(json.dumps(result), flush=True)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(result, f, indent=1)
-    comm.free()
     world.Free()
     return 0 if wrong == 0 else 1
 
