@@ -33,6 +33,7 @@ import gc
 import json
 import sys
 import time
+from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
@@ -143,24 +144,38 @@ def out_for(shape, dtype, how):
     return (buf[::2] if how == "strided" else buf), buf
 
 
-def one_call(comm, rng, k, p, r):
-    """Draw and run call k; returns (description, number of wrong elements).
+@dataclass(frozen=True)
+class Draw:
+    """One call's arguments that every rank draws alike."""
+    k: int
+    collective: str
+    algorithm: str
+    dtype: object
+    op: str
+    rows: int
+    cols: int                   # 0: a vector; else rows of cols
+    root: int
+    accumulate: str | None
+    async_op: bool
+    timed: bool                 # a timeout on every other rank
+    exclusive: bool             # scan
+    sizes: list | None          # gather, allgather
 
-    The collective, algorithm, dtype, op, shape, root, accumulate, async
-    and timeout come from *rng*, the same on every rank; how this rank lays
-    out its input and where it asks for the result (``out=``: none, a new
-    array, every other row of a larger one, or in place: out is x, or x's
-    own block of out, or out x's own block) are its own draws, so ranks on
-    the C lanes and on the general path meet in the same call. A result
-    that is not out (when out= was given), an out= buffer written outside
-    out, or an input changed when it was not out count as wrong too."""
-    collective = rng.choice(["allreduce", "reduce", "broadcast", "gather", "scatter", "allgather",
-                             "reduce_scatter", "alltoall", "scan", "barrier"])
-    algorithm = rng.choice(["auto", *ALGORITHMS[collective]])
+    def __str__(self) -> str:
+        flags = [f for f, on in (("sizes", self.sizes), ("accumulate", self.accumulate),
+                                 ("timed", self.timed), ("async", self.async_op)) if on]
+        return (f"{self.collective}({self.algorithm}) {self.op} {np.dtype(self.dtype).name} "
+                f"rows={self.rows}x{self.cols or 1} root={self.root} {' '.join(flags)}")
+
+
+def draw(rng, k: int, p: int) -> Draw:
+    collective = str(rng.choice(["allreduce", "reduce", "broadcast", "gather", "scatter", "allgather",
+                                 "reduce_scatter", "alltoall", "scan", "barrier"]))
+    algorithm = str(rng.choice(["auto", *ALGORITHMS[collective]]))
     dtype = DTYPES[rng.integers(len(DTYPES))]
-    op = rng.choice(OPS)
+    op = str(rng.choice(OPS))
     while not valid(op, dtype):
-        op = rng.choice(OPS)
+        op = str(rng.choice(OPS))
     if rng.random() < 1 / 3:
         n = int(rng.choice(REPEATED_COUNTS))
     elif rng.random() < 0.95:
@@ -168,115 +183,131 @@ def one_call(comm, rng, k, p, r):
     else:
         n = int(rng.integers(100_000, MAX_COUNT))
     cols = 3 if rng.random() < 0.25 else 0
-    rows = n // 3 if cols else n
     root = int(rng.integers(p))
-    seed = k
     accumulate = "float32" if (collective in REDUCTIONS and np.dtype(dtype) in HALF
                                and rng.random() < 0.3) else None
     async_op = bool(rng.random() < 0.1)
-    # a generous timeout on every other rank: deadlines on the lanes and the
-    # general path beside calls without one
     timed = bool(rng.random() < 0.3)
     exclusive = collective == "scan" and bool(rng.random() < 0.3)
     sizes = None
     if collective == "gather" or (collective == "allgather" and rng.random() < 0.3):
         sizes = [int(rng.integers(0, 50)) for _ in range(p)]
-    kw = {"async_op": async_op, **({"timeout": 600.0} if timed and (r + k) % 2 else {})}
-    if accumulate:
-        kw["accumulate"] = accumulate
-    mine = np.random.default_rng([seed, r, 1])      # this rank's own choices
+    return Draw(k, collective, algorithm, dtype, op, n // 3 if cols else n, cols, root,
+                accumulate, async_op, timed, exclusive, sizes)
+
+
+def expectation(d: Draw, xs: list, r: int):
+    """(whether rank r gets a result, the result) from every rank's input."""
+    p = len(xs)
+    if d.collective == "reduce":
+        return r == d.root, reduce_all(d.op, xs) if r == d.root else None
+    if d.collective == "scan":
+        upto = r + 1 - d.exclusive
+        return upto > 0, reduce_all(d.op, xs[:upto]) if upto else None
+    expected = {
+        "allreduce": lambda: reduce_all(d.op, xs),
+        "broadcast": lambda: xs[d.root],
+        "gather": lambda: np.concatenate(xs),
+        "scatter": lambda: np.array_split(xs[d.root], p)[r],
+        "allgather": lambda: np.concatenate(xs),
+        "reduce_scatter": lambda: np.array_split(reduce_all(d.op, xs), p)[r],
+        "alltoall": lambda: np.concatenate([np.array_split(xi, p)[r] for xi in xs]),
+        "barrier": lambda: None,
+    }[d.collective]()
+    return (d.collective != "gather" or r == d.root), expected
+
+
+def place(d: Draw, how, layout: str, x, xs: list, expected, gets: bool, r: int):
+    """This rank's x and out= for *how*: (x, out, the buffer out lies in
+    or None). None: no out. "fresh" / "strided": a new array, every other
+    row of one. "in place": out is x (allreduce, reduce, scan, alltoall of
+    even blocks), x in its own block of out (gather's root, allgather), out
+    x's own block (reduce_scatter, scatter's root); a new out where the
+    call has no such form here."""
+    if how is None or d.collective in ("broadcast", "barrier") or not gets and how == "in place":
+        return x, None, None
+    if how == "in place" and d.collective in ("gather", "allgather"):
+        out, buf = out_for(expected.shape, expected.dtype, "strided" if layout == "strided" else "fresh")
+        at = sum(len(xi) for xi in xs[:r])
+        out[at:at + len(xs[r])] = xs[r]
+        return out[at:at + len(xs[r])], out, buf
+    if how == "in place" and d.collective in ("reduce_scatter", "scatter") and x is not None:
+        lengths = [len(b) for b in np.array_split(np.empty(len(x)), len(xs))]
+        at = sum(lengths[:r])
+        return x, x[at:at + lengths[r]], None
+    if how == "in place" and (d.collective in ("allreduce", "reduce", "scan")
+                              or d.collective == "alltoall" and expected.shape == x.shape):
+        return x, x, None
+    how = "fresh" if how == "in place" else how
+    out, buf = out_for(expected.shape if expected is not None else xs[r].shape, xs[r].dtype, how)
+    return x, out, buf
+
+
+def call(comm, d: Draw, x, kw):
+    c = d.collective
+    if c == "allreduce":
+        return comm.allreduce(x, d.op, d.algorithm, **kw)
+    if c == "reduce":
+        return comm.reduce(x, d.op, d.root, d.algorithm, **kw)
+    if c == "broadcast":
+        return comm.broadcast(x, d.root, d.algorithm, **kw)
+    if c == "gather":
+        return comm.gather(x, d.root, d.algorithm, sizes=d.sizes, **kw)
+    if c == "scatter":
+        return comm.scatter(x, d.root, d.algorithm, **kw)
+    if c == "allgather":
+        return comm.allgather(x, d.algorithm, sizes=d.sizes, **kw)
+    if c == "reduce_scatter":
+        return comm.reduce_scatter(x, d.op, d.algorithm, **kw)
+    if c == "alltoall":
+        return comm.alltoall(x, d.algorithm, **kw)
+    if c == "scan":
+        return comm.scan(x, d.op, exclusive=d.exclusive, algorithm=d.algorithm, **kw)
+    return comm.barrier(**kw)
+
+
+def one_call(comm, rng, k, p, r):
+    """Draw and run call k; returns (description, number of wrong elements).
+
+    The call's arguments come from *rng*, the same on every rank (Draw);
+    how this rank lays out its input and where it asks for the result
+    (place) are its own draws, so ranks on the C lanes and on the general
+    path meet in the same call. A result that is not out (when out= was
+    given), an out= buffer written outside out, or an input changed when
+    it was not out count as wrong too."""
+    d = draw(rng, k, p)
+    mine = np.random.default_rng([k, r, 1])         # this rank's own choices
     layout = str(mine.choice(["as is", "as is", "strided", "fortran"]))
     how = mine.choice([None, None, "fresh", "strided", "in place"])
-
-    xs = [rows_of(dtype, sizes[i] if sizes else rows, cols, i, seed, op) for i in range(p)]
-    lengths = [len(b) for b in np.array_split(np.empty(len(xs[r])), p)]
-    lo, hi = sum(lengths[:r]), sum(lengths[:r + 1])      # this rank's block of x
+    xs = [rows_of(d.dtype, d.sizes[i] if d.sizes else d.rows, d.cols, i, k, d.op) for i in range(p)]
+    gets, expected = expectation(d, xs, r)
     x = laid_out(xs[r], layout)
-    out, buf, gets, expected = None, None, True, None
-    if collective in ("allreduce", "reduce", "scan"):
-        gets = r == root if collective == "reduce" else r > 0 or not exclusive
-        if gets:
-            expected = reduce_all(op, xs[:r + 1 - exclusive] if collective == "scan" else xs)
-    elif collective == "broadcast":
-        expected = xs[root]
-        if r != root:
-            x = None if how is None else laid_out(np.zeros_like(xs[root]), layout)
-        how = None
-    elif collective == "gather":
-        expected = np.concatenate(xs)
-        gets = r == root
-    elif collective == "scatter":
-        expected = np.array_split(xs[root], p)[r]
-        x = x if r == root else None
-    elif collective == "allgather":
-        expected = np.concatenate(xs)
-    elif collective == "reduce_scatter":
-        expected = np.array_split(reduce_all(op, xs), p)[r]
-    elif collective == "alltoall":
-        expected = np.concatenate([np.array_split(xi, p)[r] for xi in xs])
-    else:
-        how = None
-    if how is not None and collective in ("gather", "allgather") and how == "in place":
-        # x in its own block of out (MPI_IN_PLACE's layout); off a gather's
-        # root there is no out: x alone
-        if gets:
-            out, buf = out_for(expected.shape, expected.dtype, layout if layout == "strided" else "fresh")
-            lo = sum(len(xi) for xi in xs[:r])
-            out[lo:lo + len(xs[r])] = xs[r]
-            x = out[lo:lo + len(xs[r])]
-    elif how == "in place" and collective in ("reduce_scatter", "scatter"):
-        if x is not None:                           # out is x's own block (the root's, for scatter)
-            out = x[lo:hi]
-        else:
-            out, buf = out_for(expected.shape, expected.dtype, "fresh")
-    elif how == "in place" and (collective != "alltoall" or expected.shape == x.shape):
-        out = x                                     # allreduce, reduce, scan; alltoall of even blocks
-    elif how is not None:                           # a new out, or every other row of one
-        how = "fresh" if how == "in place" else how
-        shape = expected.shape if expected is not None else xs[r].shape
-        out, buf = out_for(shape, xs[r].dtype, how)
+    if d.collective == "broadcast" and r != d.root:
+        x = None if how is None else laid_out(np.zeros_like(xs[d.root]), layout)
+    elif d.collective == "scatter" and r != d.root:
+        x = None
+    x, out, buf = place(d, how, layout, x, xs, expected, gets, r)
+    kw = {"async_op": d.async_op, **({"timeout": 600.0} if d.timed and (r + k) % 2 else {})}
+    if d.accumulate:
+        kw["accumulate"] = d.accumulate
     if out is not None:
         kw["out"] = out
     before = None if x is None or out is not None and np.shares_memory(x, out) else x.copy()
-
-    what = (f"{collective}({algorithm}) {op} {np.dtype(dtype).name} rows={rows}x{cols or 1} "
-            f"root={root} x {layout} out {how}" + (" sizes" if sizes else "")
-            + (" accumulate" if accumulate else "") + (" timed" if timed else "")
-            + (" async" if async_op else ""))
+    what = f"{d} x {layout} out {how}"
     try:
-        if collective == "allreduce":
-            got = comm.allreduce(x, op, algorithm, **kw)
-        elif collective == "reduce":
-            got = comm.reduce(x, op, root, algorithm, **kw)
-        elif collective == "broadcast":
-            got = comm.broadcast(x, root, algorithm, **kw)
-        elif collective == "gather":
-            got = comm.gather(x, root, algorithm, sizes=sizes, **kw)
-        elif collective == "scatter":
-            got = comm.scatter(x, root, algorithm, **kw)
-        elif collective == "allgather":
-            got = comm.allgather(x, algorithm, sizes=sizes, **kw)
-        elif collective == "reduce_scatter":
-            got = comm.reduce_scatter(x, op, algorithm, **kw)
-        elif collective == "alltoall":
-            got = comm.alltoall(x, algorithm, **kw)
-        elif collective == "scan":
-            got = comm.scan(x, op, exclusive=exclusive, algorithm=algorithm, **kw)
-        else:
-            got = comm.barrier(**kw)
-        if async_op:
+        got = call(comm, d, x, kw)
+        if d.async_op:
             got = got.wait()
     except Exception as exc:
         raise RuntimeError(f"call {k}: {what}") from exc
     bad = 0
-    if before is not None and collective != "broadcast" and not same_bits(x, before):
+    if before is not None and d.collective != "broadcast" and not same_bits(x, before):
         bad += 1                                    # an input that is not out was changed
     if not gets or expected is None:
         return what, bad + int(got is not None)
-    if out is not None and got is not out:
-        return what, bad + max(expected.size, 1)
-    if collective == "broadcast" and x is not None and got is not x:
-        return what, bad + max(expected.size, 1)
+    caller_out = out if out is not None else x if d.collective == "broadcast" else None
+    if caller_out is not None and got is not caller_out:
+        return what, bad + max(expected.size, 1)    # not the caller's out (broadcast: x)
     if buf is not None and out is not buf:          # a strided out: the rows between
         bad += int(np.count_nonzero(np.ascontiguousarray(buf[1::2]).view(np.uint8) != FILL))
     got = np.asarray(got)
