@@ -108,11 +108,14 @@ PIPELINED = {("broadcast", "pipeline"), ("scan", "linear")}
 TUNE_MARGIN, TUNE_MAX, TUNE_MIN_BYTES = 0.5, 3, 1 << 20
 
 # Fusion (pycoll/fusion/manager.py), beside the algorithms' own terms. PACK_BETA: seconds per byte of one
-# copy into or out of a bucket buffer (packing and unpacking ResNet-50's
-# 161 gradients, 97.5 MiB, took 14 ms here). PIECE_ALPHA: seconds per
+# copy into or out of a bucket buffer of more than HUGE bytes (packing and
+# unpacking ResNet-50's 161 gradients, 97.5 MiB, took 14 ms here);
+# PACK_BETA_CACHED: of a smaller one, whose arrays and buffer stay in the
+# caches (Note [Copies in the caches]). PIECE_ALPHA: seconds per
 # array of a bucket reduced unpacked (each array boundary cuts messages in
 # both passes; 161 views of one buffer took 3.5 ms more than the buffer).
 PACK_BETA = 7e-11
+PACK_BETA_CACHED = 2.2e-11
 PIECE_ALPHA = 2e-5
 # Seconds of one collective call outside its messages (argument checks,
 # plan lookup, issue order): what a bucket saves over one call per array.
@@ -200,6 +203,30 @@ for _algorithms in DEFAULT_PARAMS["algorithms"].values():
 def gamma(params, dtype: str | None = None) -> float:
     """Seconds per reduced byte of *dtype* (float32 when None)."""
     return params["gamma"] * params["kernel_cost"].get(dtype or "float32", 1.0)
+
+
+def pack_beta(params, nbytes: int) -> float:
+    """Seconds per byte of one copy into or out of a bucket buffer of
+    *nbytes* (Note [Copies in the caches])."""
+    if nbytes > HUGE:
+        return params.get("pack_beta", PACK_BETA)
+    return params.get("pack_beta_cached", PACK_BETA_CACHED)
+
+
+# Note [Copies in the caches]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A bucket's pack and unpack read and write its arrays and its buffer.
+# Timed as PackPlan.pack + unpack of 8 or 64 float32 arrays into one
+# buffer, both ranks at once (p = 2, this machine: 1 MiB L2 per core, 32
+# MiB L3), a byte cost 21-24 ps up to 4 MiB, 27 at 8 MiB, 41 at 16, 52-59
+# at 32 and 61-67 from 64 MiB: PACK_BETA, measured on ResNet-50's 97.5
+# MiB, is three times a small bucket's cost. With it alone, the model
+# sent every member of 8 and 32 x 64 KiB alone, where packing took
+# 0.46-0.70x the time (MPICH, p = 2, the host's fast mode; 0.83-0.87x in
+# its slow one). Up to HUGE (the regimes' bound) an allreduce's bucket
+# costs PACK_BETA_CACHED per byte copied, and those buckets pack; 8 x 256
+# KiB still goes one array at a time (packing: 0.62-0.65x in the fast
+# mode, 2.5x in the slow one). bench/NOTES.md, "Copies in the caches".
 
 
 def regime(n: int) -> str:

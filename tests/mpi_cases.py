@@ -2578,7 +2578,7 @@ def group_fusion(run):
     # in place; bitwise the algorithm on the packed small ones and each large
     # one's own allreduce
     rng = np.random.default_rng([r, 11])
-    mixed = [sample("float32", (1 << 16 if k in (3, 9) else 3 + k,), rng) for k in range(12)]
+    mixed = [sample("float32", (1 << 19 if k in (3, 9) else 3 + k,), rng) for k in range(12)]
     for strategy in (None, "split"):
         fm = FusionManager(comm=comm, strategy=strategy)
         entries = fm.plan(mixed)
@@ -2604,7 +2604,13 @@ def group_fusion(run):
     fm = FusionManager(comm=comm)
     small = [np.full(3, r, np.float32) for _ in range(50)]
     assert [way for _, way, _ in fm.plan(small)] == ["pack"], fm.plan(small)
-    large = [np.full(1 << 16, r + 1.0, np.float32) for _ in range(3)]
+    # and 8 x 64 KiB, its copies in the caches (Note [Copies in the caches])
+    mid = [np.full(1 << 14, r + 1.0, np.float32) for _ in range(8)]
+    assert [way for _, way, _ in fm.plan(mid)] == ["pack"], fm.plan(mid)
+    fm.allreduce(mid)
+    for a in mid:
+        run.check("fusion 8 x 64 KiB", a, np.full(a.shape, p * (p + 1) / 2, np.float32))
+    large = [np.full(1 << 19, r + 1.0, np.float32) for _ in range(3)]
     (_, way, _), = fm.plan(large)
     assert way in ("pieces", "each"), way
     fm.allreduce(large)

@@ -166,6 +166,17 @@ def test_footprint_prices_the_bytes_at_the_cold_regime():
     assert tuning.modelled_time("allreduce", "ring", n, p, footprint=n // 2) == hot
 
 
+def test_a_bucket_copies_in_the_caches_up_to_huge():
+    """Note [Copies in the caches]: the cached cost up to HUGE bytes, the
+    memory's above; a calibration's values replace either."""
+    params = tuning.DEFAULT_PARAMS
+    assert tuning.pack_beta(params, 0) == tuning.pack_beta(params, tuning.HUGE) == tuning.PACK_BETA_CACHED
+    assert tuning.pack_beta(params, tuning.HUGE + 1) == tuning.PACK_BETA
+    assert tuning.PACK_BETA_CACHED < tuning.PACK_BETA
+    mine = {"pack_beta": 1e-10, "pack_beta_cached": 3e-11}
+    assert (tuning.pack_beta(mine, 1 << 20), tuning.pack_beta(mine, 64 << 20)) == (3e-11, 1e-10)
+
+
 def test_fit_of_one_sample_grows_with_the_bytes():
     # One sample fits alpha alone and beta alone exactly; beta must win, or
     # a regime calibrated at one size would price every larger size the same.

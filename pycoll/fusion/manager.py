@@ -345,9 +345,8 @@ class FusionManager:
                                                dtype.name, footprint=n)
         def packed(nbytes):
             algorithm, t = best(nbytes)
-            return call + t + 2 * nbytes * pack_beta, algorithm
+            return call + t + 2 * nbytes * tuning.pack_beta(params, nbytes), algorithm
 
-        pack_beta = params.get("pack_beta", tuning.PACK_BETA)
         seconds, algorithm = packed(n)
         singles = [alone(k) for k in sizes]
         costs = {"pack": (seconds, Way("pack", algorithm)),
@@ -639,6 +638,12 @@ class FusionManager:
         n = sum(sizes)
         params = c.settings.params or tuning.DEFAULT_PARAMS
         call = params.get("call_alpha", tuning.CALL_ALPHA)
+        # PACK_BETA at every size, unlike an allreduce's bucket (Note
+        # [Copies in the caches]): the cached cost would pack members of
+        # 256 KiB, where packed reduce-scatters and allgathers took
+        # 0.82-1.07x one call per array in the host's fast mode and an
+        # allgather 3.3-3.5x in its slow one (bench/NOTES.md, "Copies in
+        # the caches").
         copy = params.get("pack_beta", tuning.PACK_BETA) * (1 if kind == "reduce_scatter" else 1 + 1 / p)
 
         def collective(k, footprint=0):
@@ -705,7 +710,8 @@ class _Inline:
     flat buffer, so its lane) and unpacks, in the same order, so the same
     messages and bits. _allreduce queues bucket k on the progress thread
     when bucket k+1 packs, to pack while k is on the wire; a pack of up
-    to INLINE_PACK_BYTES (about 35 µs at PACK_BETA) costs about what the
+    to INLINE_PACK_BYTES (with its unpack, 11 µs in the caches and 36 from
+    memory: Note [Copies in the caches] in tuning.py) costs about what the
     two thread hand-overs would, so where every later packing bucket is
     that small all of them run here, and otherwise none does."""
 
