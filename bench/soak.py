@@ -147,7 +147,6 @@ def out_for(shape, dtype, how):
 @dataclass(frozen=True)
 class Draw:
     """One call's arguments that every rank draws alike."""
-    k: int
     collective: str
     algorithm: str
     dtype: object
@@ -168,7 +167,7 @@ class Draw:
                 f"rows={self.rows}x{self.cols or 1} root={self.root} {' '.join(flags)}")
 
 
-def draw(rng, k: int, p: int) -> Draw:
+def draw(rng, p: int) -> Draw:
     collective = str(rng.choice(["allreduce", "reduce", "broadcast", "gather", "scatter", "allgather",
                                  "reduce_scatter", "alltoall", "scan", "barrier"]))
     algorithm = str(rng.choice(["auto", *ALGORITHMS[collective]]))
@@ -192,7 +191,7 @@ def draw(rng, k: int, p: int) -> Draw:
     sizes = None
     if collective == "gather" or (collective == "allgather" and rng.random() < 0.3):
         sizes = [int(rng.integers(0, 50)) for _ in range(p)]
-    return Draw(k, collective, algorithm, dtype, op, n // 3 if cols else n, cols, root,
+    return Draw(collective, algorithm, dtype, op, n // 3 if cols else n, cols, root,
                 accumulate, async_op, timed, exclusive, sizes)
 
 
@@ -275,7 +274,7 @@ def one_call(comm, rng, k, p, r):
     path meet in the same call. A result that is not out (when out= was
     given), an out= buffer written outside out, or an input changed when
     it was not out count as wrong too."""
-    d = draw(rng, k, p)
+    d = draw(rng, p)
     mine = np.random.default_rng([k, r, 1])         # this rank's own choices
     layout = str(mine.choice(["as is", "as is", "strided", "fortran"]))
     how = mine.choice([None, None, "fresh", "strided", "in place"])

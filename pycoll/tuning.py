@@ -222,11 +222,11 @@ def pack_beta(params, nbytes: int) -> float:
 # at 32 and 61-67 from 64 MiB: PACK_BETA, measured on ResNet-50's 97.5
 # MiB, is three times a small bucket's cost. With it alone, the model
 # sent every member of 8 and 32 x 64 KiB alone, where packing took
-# 0.46-0.70x the time (MPICH, p = 2, the host's fast mode; 0.83-0.87x in
+# 0.46-0.70x the time (MPICH, p = 2, the host's fast mode; 0.72-0.89x in
 # its slow one). Up to HUGE (the regimes' bound) an allreduce's bucket
 # costs PACK_BETA_CACHED per byte copied, and those buckets pack; 8 x 256
-# KiB still goes one array at a time (packing: 0.62-0.65x in the fast
-# mode, 2.5x in the slow one). bench/NOTES.md, "Copies in the caches".
+# KiB still goes one array at a time at p = 2 (packing: 0.62-0.90x in the
+# fast mode, 2.5x in the slow one). bench/NOTES.md, "Copies in the caches".
 
 
 def regime(n: int) -> str:
