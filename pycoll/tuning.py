@@ -117,6 +117,9 @@ TUNE_MARGIN, TUNE_MAX, TUNE_MIN_BYTES = 0.5, 3, 1 << 20
 PACK_BETA = 7e-11
 PACK_BETA_CACHED = 2.2e-11
 PIECE_ALPHA = 2e-5
+# SMALL_PAGE_BETA: seconds more per byte a "pieces" bucket sends out of
+# members on 4 KiB pages (Note [Pieces on small pages]).
+SMALL_PAGE_BETA = 7e-11
 # Seconds of one collective call outside its messages (argument checks,
 # plan lookup, issue order): what a bucket saves over one call per array.
 CALL_ALPHA = 5e-6
@@ -211,6 +214,27 @@ def pack_beta(params, nbytes: int) -> float:
     if nbytes > HUGE:
         return params.get("pack_beta", PACK_BETA)
     return params.get("pack_beta_cached", PACK_BETA_CACHED)
+
+
+# Note [Pieces on small pages]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A "pieces" bucket sends out of its members where they lie, and between
+# two ranks of this node a message costs more per byte when the sender's
+# pages are 4 KiB ones (Note [Huge pages] in pycoll/_memory.py): 4 x 1 MiB
+# each way took 500-556 us from small pages and 230-244 from huge ones,
+# whatever the receiver's pages (MPICH and Open MPI, p = 2), about 70 ps
+# a byte more. A numpy array under 4 MiB lies on small pages, and the
+# calibration's vectors on huge ones. So a bucket of 8 separately
+# allocated 1 MiB arrays reduced as pieces took 1.4-2.2x the time of the
+# same arrays on huge pages (MPICH 1393-1454 against 720-746 us, Open MPI
+# 1511-1737 against 729-765), and the model, blind to pages, chose pieces
+# where one call per array (whose sends the lanes stage, Note [Staging
+# sends] in pycoll/_mpicall.pyx) was faster in every launch. The model
+# now adds SMALL_PAGE_BETA per byte on the wire, for the share of the
+# bucket that lies on small pages on some rank (agreed with the layout).
+# Staging a pieces send as well was tried: 2x faster in the host's slow
+# mode, 0-26% slower in its fast one (bench/NOTES.md, "Pieces on small
+# pages").
 
 
 # Note [Copies in the caches]

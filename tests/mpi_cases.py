@@ -2616,6 +2616,7 @@ def group_fusion(run):
     fm.allreduce(large)
     for a in large:
         run.check("fusion large", a, np.full(a.shape, p * (p + 1) / 2, np.float32))
+    fusion_pages(run, fm, large)
     # accumulate carries through
     halves = [np.full(5, 1.0 if r == 0 else 2.0 ** -9, BF16) for _ in range(3)]
     FusionManager(comm=comm, accumulate="float32").allreduce(halves)
@@ -2740,6 +2741,40 @@ def fusion_layout_cases(run):
     assert trials.chosen in trials.candidates and trials.calls == AUTOTUNE_ROUNDS * len(trials.candidates)
     run.same_everywhere("autotune choice", np.frombuffer(repr(fm.plan(ints)).encode(), np.uint8))
     assert fm._buckets(ints, None, None).ways == trials.chosen
+    run.count += 1
+
+
+def fusion_pages(run, fm, large):
+    """Note [Pieces on small pages] in pycoll/tuning.py: the agreed layout
+    counts the bytes that lie on small pages on some rank, and "pieces"
+    costs SMALL_PAGE_BETA more per byte on the wire for them. Also: a
+    bucket of empty arrays alone takes none of the next bucket's flags."""
+    from pycoll import tuning
+    from pycoll._memory import empty_small_pages
+    from pycoll._mpicall import huge_page_bytes
+    from pycoll.fusion.manager import Joins
+
+    p, r = run.p, run.r
+    apart = [np.ones(4, np.float32), np.ones(4, np.float32)]
+    strided = np.ones(8, np.float32)[::2]
+    layouts = fm._agree([np.zeros(0, np.float32), *apart, strided], [[0], [1, 2], [3]])
+    assert layouts == [(), (False,), None], layouts
+    n = sum(a.nbytes for a in large)
+    if huge_page_bytes(np.ones(1)) is not None:
+        # rank 0's arrays on small pages, the others' wherever numpy puts them
+        arrays = [empty_small_pages(a.shape, a.dtype) if r == 0 else a.copy() for a in large]
+        [layout] = fm._agree(arrays, [[0, 1, 2]])
+        assert layout == (False, False) and layout.small == n, (layout, layout.small)
+        run.count += 1
+    on_huge, on_small = (fm.costs(large, Joins((False, False), small)) for small in (0, n // 3))
+    algorithm = on_huge["pieces"][1].algorithm
+    assert on_small["pieces"][1].algorithm == algorithm
+    wire = tuning.REGISTRY["allreduce"][algorithm].bytes_on_wire(n, p)
+    more = on_small["pieces"][0] - on_huge["pieces"][0]
+    assert np.isclose(more, wire / 3 * tuning.SMALL_PAGE_BETA, rtol=1e-9, atol=0), (more, wire)
+    assert p == 1 or more > 0
+    assert {k: v for k, v in on_small.items() if k != "pieces"} == \
+        {k: v for k, v in on_huge.items() if k != "pieces"}
     run.count += 1
 
 

@@ -24,8 +24,9 @@ sizes; ``strategy=`` fixes one:
               "each" entry per member sent alone.
     "pieces"  one allreduce of the members as one vector, where they lie
               (pycoll/_pieces.py): no copy, but every member boundary cuts
-              the messages. For buckets of large arrays; needs C-contiguous
-              members, no accumulate, an algorithm marked PIECES.
+              the messages. For buckets of large arrays on huge pages;
+              needs C-contiguous members, no accumulate, an algorithm
+              marked PIECES.
     "each"    one in-place allreduce per member: not fusing, when that is
               cheapest (and always for a one-array bucket).
 
@@ -36,7 +37,9 @@ what every rank shares (shapes, dtypes, fusion ids, the Communicator's
 settings) and on the arrays' layout as agreed by all ranks: the first time
 a manager sees a list of shapes, one small allreduce (MIN) tells whether
 every rank's members are C-contiguous and aligned, and which neighbours
-are adjacent views of one buffer on every rank (they make one piece).
+are adjacent views of one buffer on every rank (they make one piece),
+and which lie on huge pages on every rank (Note [Pieces on small pages]
+in pycoll/tuning.py).
 The agreement is kept per list of shapes (the same calls on every rank,
 so the same cache hits), which makes ``plan()`` of new shapes collective.
 A rank whose later arrays of the same shapes lie differently (reallocated
@@ -98,6 +101,7 @@ from pycoll._async import Handle, as_seconds
 from pycoll._dtypes import Op, check_op, dtype_of, op_of
 from pycoll._kernels.copy import PackPlan, block
 from pycoll._memory import empty
+from pycoll._mpicall import huge_page_bytes
 from pycoll._pieces import follows, joined_views
 from pycoll._trials import Trials
 from pycoll.fusion.buckets import assign_buckets
@@ -284,25 +288,31 @@ class FusionManager:
     def _agree(self, views, buckets) -> list:
         """Per bucket, the layout every rank's arrays share (Note [Same
         layout everywhere]): None where some rank's members cannot be
-        reduced where they lie, else one flag per non-empty member after the
-        first: True if it follows the one before in memory (a view of the
-        same buffer, adjacent) on every rank, so the two make one piece.
-        One small allreduce (MIN) of those flags."""
+        reduced where they lie, else the Joins of its non-empty members:
+        one flag per member after the first, True if it follows the one
+        before in memory (a view of the same buffer, adjacent) on every
+        rank, so the two make one piece; and the bytes of the members that
+        lie on small pages on some rank (Note [Pieces on small pages] in
+        pycoll/tuning.py). One small allreduce (MIN) of those flags."""
         local, shape = [], []
         for b in buckets:
             members = [views[i] for i in b if views[i].nbytes]
-            lying = all(a.flags.c_contiguous and a.flags.aligned for a in members)
-            local.append(lying)
-            local += [follows(x, y) for x, y in zip(members, members[1:])]
-            shape.append(len(members))
+            flags = [all(a.flags.c_contiguous and a.flags.aligned for a in members)]
+            flags += [follows(x, y) for x, y in zip(members, members[1:])]
+            flags += [_on_huge_pages(a) for a in members]
+            local += flags
+            shape.append((len(flags), [a.nbytes for a in members]))
         flags = np.array(local, np.uint8)
         if self.comm.size > 1 and len(flags):
             flags = self.comm.allreduce(flags, Op.MIN)
         layouts, at = [], 0
-        for n in shape:
-            lying, joins = flags[at], tuple(bool(f) for f in flags[at + 1:at + n])
-            layouts.append(joins if lying and self.accumulate is None else None)
-            at += n
+        for count, sizes in shape:
+            mine = [bool(f) for f in flags[at:at + count]]
+            at += count
+            n = len(sizes)
+            joins, huge = mine[1:n], mine[n:]
+            small = sum(k for k, on_huge in zip(sizes, huge) if not on_huge)
+            layouts.append(Joins(joins, small) if mine[0] and self.accumulate is None else None)
         return layouts
 
     def _way(self, members: list, layout) -> "Way":
@@ -361,8 +371,12 @@ class FusionManager:
             algorithm, t = best(n, pieces=True)
             if algorithm is not None:
                 pieces = 1 + layout.count(False)
-                costs["pieces"] = (call + t + pieces * params.get("piece_alpha", tuning.PIECE_ALPHA),
-                                   Way("pieces", algorithm))
+                t += pieces * params.get("piece_alpha", tuning.PIECE_ALPHA)
+                if layout.small:                # Note [Pieces on small pages] in tuning.py
+                    wire = tuning.REGISTRY["allreduce"][algorithm].bytes_on_wire(n, c.size)
+                    t += wire * layout.small / n * params.get("small_page_beta",
+                                                              tuning.SMALL_PAGE_BETA)
+                costs["pieces"] = (call + t, Way("pieces", algorithm))
         return costs
 
     def _candidates(self, planned) -> list:
@@ -775,6 +789,25 @@ class Way(NamedTuple):
         alone = set(self.alone)
         return ([x for j, x in enumerate(items) if j not in alone],
                 [items[j] for j in self.alone])
+
+
+class Joins(tuple):
+    """A bucket's agreed layout (FusionManager._agree): one flag per
+    non-empty member after the first, True where it follows the one before
+    in memory on every rank; *small*: the bucket's bytes on small pages on
+    some rank."""
+
+    def __new__(cls, joins, small: int = 0):
+        self = super().__new__(cls, joins)
+        self.small = small
+        return self
+
+
+def _on_huge_pages(a: np.ndarray) -> bool:
+    """Whether most of *a*'s bytes lie on huge pages; True where the kernel
+    cannot tell (the model then prices pages as it did before)."""
+    huge = huge_page_bytes(a) if a.flags.c_contiguous else None
+    return huge is None or 2 * huge >= a.nbytes
 
 
 class _Planned(NamedTuple):
