@@ -201,12 +201,13 @@ def remember_broadcast(c, y, root: int, algorithm, rest) -> None:
 
 # ---------------------------------------------------------------------------
 # The allgather lane: a repeated, plain allgather of one (dtype, shape,
-# algorithm) on the ring or recursive doubling, every message within a
-# segment, runs as a pycoll._mpicall.StepLane program made from the
-# algorithm's messages below, with none of the Python of a general call
-# (about 10 us of it, a seventh of a 1 MiB allgather at p = 2 here). The
-# messages, tags and their order are those of allgather_ring.run and
-# allgather_recursive_doubling.run, so ranks taking either path meet.
+# algorithm), every message within a segment, runs as a
+# pycoll._mpicall.StepLane program made from the algorithm's messages
+# below, with none of the Python of a general call (about 10 us of it, a
+# seventh of a 1 MiB allgather at p = 2 here). The messages, tags and
+# their order are those of allgather_ring.run,
+# allgather_recursive_doubling.run and allgather_bruck.run, so ranks taking
+# either path meet.
 
 
 def make_allgather(c, x, algorithm, sizes=None):
@@ -229,13 +230,16 @@ def make_allgather(c, x, algorithm, sizes=None):
         steps = _allgather_ring_program(p, c.rank, counts)
     elif plan.algorithm == "recursive_doubling":
         steps = _allgather_rd_program(p, c.rank, counts)
+    elif plan.algorithm == "bruck":
+        steps = _allgather_bruck_program(p, c.rank, counts)
     else:
         return None
     if len(steps) > _mpicall.MAX_LANE_STEPS \
             or _largest_message(steps) > min(plan.channel.segment, LANE_MAX_BYTES):
         return None
+    work = sum(counts) if plan.algorithm == "bruck" else 0
     return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, counts[c.rank],
-                             sum(counts), 0, True, collective="allgather",
+                             sum(counts), work, True, collective="allgather",
                              algorithm=plan.algorithm, own_at=sum(counts[:c.rank]))
 
 
@@ -245,7 +249,9 @@ def make_allgather(c, x, algorithm, sizes=None):
 # block where the result puts it; in pycoll that is x passed as its own
 # block of out, comm.allgather(buf[lo:hi], out=buf). The programs only
 # read x (to send it, and to copy it into its block, a copy onto itself
-# that StepLane skips) and write every other block, and a gather's root
+# that StepLane skips) and write every other block (Bruck's rotation
+# writes x's block too, with the copy of x its first round made in
+# work, after x's last read), and a gather's root
 # on a rotated tree copies x into work first; so the lanes take such a
 # call (StepLane's own_at) where any other overlap of x and out goes to
 # the general path, which copies x first. At 8 B on two ranks an
@@ -312,6 +318,34 @@ def _allgather_rd_program(p: int, r: int, counts) -> list:
         mask <<= 1
     if r < 2 * fold.rem:
         steps.append(_step("send", send=whole, dest=r - 1))
+    return _without_empty(steps)
+
+
+def _allgather_bruck_program(p: int, r: int, counts) -> list:
+    """Rank r's steps of allgather_bruck.run (x apart from out, or its own
+    block of out): the blocks gathered rotated in work, rank r's first,
+    its own copied there while the first round sends it, then rotated
+    into out."""
+    total = sum(counts)
+    rotated = blocks_from_counts([counts[(r + i) % p] for i in range(p)])
+    split = sum(counts[:r])                     # rank r's block starts the rotated buffer
+    tail = total - split
+    steps = []
+    d = 1
+    while d < p:
+        count = min(d, p - d)
+        rlo, rn = span(rotated, d, d + count)
+        received = ("work", rlo, rlo + rn)
+        if d == 1:
+            steps += _exchange_copying(("x", 0, counts[r]), (r - 1) % p, received, (r + 1) % p,
+                                       ("work", 0, counts[r]))
+        else:
+            slo, sn = span(rotated, 0, count)
+            steps.append(_step("sendrecv", send=("work", slo, slo + sn), dest=(r - d) % p,
+                               recv=received, source=(r + d) % p))
+        d <<= 1
+    steps += [_step("copy", send=("work", 0, tail), recv=("out", split, total)),
+              _step("copy", send=("work", tail, total), recv=("out", 0, split))]
     return _without_empty(steps)
 
 

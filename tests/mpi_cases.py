@@ -802,7 +802,7 @@ def deadline_lane_cases(run):
             with lanes_only(movers, why, when=repeat):
                 g = comm.gather(xs[r], root=root, algorithm="binomial", **kwargs)
                 ag = {algo: comm.allgather(xs[r], algorithm=algo, **kwargs)
-                      for algo in ("ring", "recursive_doubling")}
+                      for algo in ("ring", "recursive_doubling", "bruck")}
                 a2a = comm.alltoall(xs[r], **kwargs)
                 assert comm.broadcast(b, root=root, **kwargs) is b, name
                 # inline on the tree; linear at p > 2: the word, then the data
@@ -908,7 +908,7 @@ def empty_lane_cases(run):
         for repeat in range(3):
             name = f"empty {shape} call {repeat}"
             general = {"timeout": 60.0} if repeat == 1 and r % 2 == 1 else {}
-            for algo in ("ring", "recursive_doubling"):
+            for algo in ("ring", "recursive_doubling", "bruck"):
                 run.check(f"{name} allgather {algo}", comm.allgather(x, algorithm=algo, **general),
                           everyone)
             y = comm.gather(x, root=root, **general)
@@ -1282,7 +1282,7 @@ def sizes_lane_cases(run):
         return spellings[(r + repeat) % 3](rows)
 
     for rows in (ragged, [0] + ragged[1:]):
-        for algo in ("ring", "recursive_doubling", "auto"):
+        for algo in ("ring", "recursive_doubling", "bruck", "auto"):
             for repeat in range(4):
                 name = f"allgather lane sizes={rows} {algo} call {repeat}"
                 mine, want = mine_of(rows, name)
@@ -1344,7 +1344,7 @@ def own_block_lane_cases(run):
     comm, p, r = run.comm, run.p, run.r
     for rows in ([2] * p, [i % 3 + 1 for i in range(p)]):
         lo, hi = sum(rows[:r]), sum(rows[:r + 1])
-        for algo in ("ring", "recursive_doubling", "auto"):
+        for algo in ("ring", "recursive_doubling", "bruck", "auto"):
             for repeat in range(4):
                 name = f"allgather in place sizes={rows} {algo} call {repeat}"
                 want = np.concatenate([rank_data("float32", (n, 2), i, seed_of(name))
@@ -2131,7 +2131,7 @@ def allgather_lane_cases(run):
     # messages), 8 KB with the tests' 256 B ones (many segments either way)
     big = 20000 if comm.settings.segment_bytes is None else 500
     for rows, algo in ((3, "ring"), (1, "ring"), (big, "ring"), (3, "recursive_doubling"),
-                       (big, "recursive_doubling")):
+                       (big, "recursive_doubling"), (3, "bruck"), (big, "bruck")):
         for repeat in range(3):
             name = f"allgather lane {algo} {rows} rows call {repeat}"
             full = np.concatenate([rank_data("float32", (rows, 4), i, seed_of(name)) for i in range(p)])

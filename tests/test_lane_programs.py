@@ -109,16 +109,17 @@ def no_empty_message(programs) -> None:
 
 
 @pytest.mark.parametrize("p", PS)
-@pytest.mark.parametrize("program", ["ring", "recursive_doubling"])
+@pytest.mark.parametrize("program", ["ring", "recursive_doubling", "bruck"])
 def test_allgather_programs(p, program):
-    make = _lanes._allgather_ring_program if program == "ring" else _lanes._allgather_rd_program
+    make = {"ring": _lanes._allgather_ring_program, "recursive_doubling": _lanes._allgather_rd_program,
+            "bruck": _lanes._allgather_bruck_program}[program]
     big = _lanes.COPY_OVERLAP                       # the own block copied while it is sent
     for counts in count_sets(p) + [(big,) * p, (big,) + (0,) * (p - 1), (0, big) * (p // 2) + (1,) * (p % 2)]:
         total = sum(counts)
         programs = [make(p, r, counts) for r in range(p)]
         no_empty_message(programs)
-        buffers = [{"x": rank_data(r, counts[r]), "out": np.zeros(total, np.uint8)}
-                   for r in range(p)]
+        buffers = [{"x": rank_data(r, counts[r]), "out": np.zeros(total, np.uint8),
+                    "work": np.zeros(total, np.uint8)} for r in range(p)]
         run(programs, buffers)
         expected = np.concatenate([rank_data(r, counts[r]) for r in range(p)])
         for r in range(p):
