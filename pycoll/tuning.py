@@ -223,15 +223,20 @@ def pack_beta(params, nbytes: int) -> float:
 # pages are 4 KiB ones (Note [Huge pages] in pycoll/_memory.py): 4 x 1 MiB
 # each way took 500-556 us from small pages and 230-244 from huge ones,
 # whatever the receiver's pages (MPICH and Open MPI, p = 2), about 70 ps
-# a byte more. A numpy array under 4 MiB lies on small pages, and the
-# calibration's vectors on huge ones. So a bucket of 8 separately
-# allocated 1 MiB arrays reduced as pieces took 1.4-2.2x the time of the
-# same arrays on huge pages (MPICH 1393-1454 against 720-746 us, Open MPI
-# 1511-1737 against 729-765), and the model, blind to pages, chose pieces
-# where one call per array (whose sends the lanes stage, Note [Staging
-# sends] in pycoll/_mpicall.pyx) was faster in every launch. The model
-# now adds SMALL_PAGE_BETA per byte on the wire, for the share of the
-# bucket that lies on small pages on some rank (agreed with the layout).
+# a byte more. A numpy array under 4 MiB lies on small pages, one of 4
+# MiB or more on huge ones: so do the calibration's vectors (numpy
+# arrays), whose "huge" regime (above HUGE) is timed on huge pages, and
+# a bucket modelled there was priced as if its members were. A bucket of
+# 8 separately allocated 1 MiB arrays reduced as pieces took 1.4-2.2x
+# the time of the same arrays on huge pages (MPICH 1393-1454 against
+# 720-746 us, Open MPI 1511-1737 against 729-765), and the model, blind
+# to pages, chose pieces where one call per array (whose sends the lanes
+# stage, Note [Staging sends] in pycoll/_mpicall.pyx) was faster in
+# every launch. The model
+# now adds SMALL_PAGE_BETA per byte on the wire, for the share of a
+# bucket above HUGE that lies on small pages on some rank (agreed with
+# the layout); up to HUGE the calibration's own vectors lay on small
+# pages.
 # Staging a pieces send as well was tried: 2x faster in the host's slow
 # mode, 0-26% slower in its fast one (bench/NOTES.md, "Pieces on small
 # pages").

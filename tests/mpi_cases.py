@@ -2775,6 +2775,11 @@ def fusion_pages(run, fm, large):
     assert p == 1 or more > 0
     assert {k: v for k, v in on_small.items() if k != "pieces"} == \
         {k: v for k, v in on_huge.items() if k != "pieces"}
+    # up to HUGE the calibration timed vectors on small pages: no surcharge
+    assert n > tuning.HUGE
+    few = large[:1] + [a[:len(a) // 4] for a in large[1:]]
+    assert sum(a.nbytes for a in few) <= tuning.HUGE
+    assert fm.costs(few, Joins((False, False), 0)) == fm.costs(few, Joins((False, False), 1 << 20))
     run.count += 1
 
 

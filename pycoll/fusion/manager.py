@@ -372,7 +372,7 @@ class FusionManager:
             if algorithm is not None:
                 pieces = 1 + layout.count(False)
                 t += pieces * params.get("piece_alpha", tuning.PIECE_ALPHA)
-                if layout.small:                # Note [Pieces on small pages] in tuning.py
+                if layout.small and n > tuning.HUGE:    # Note [Pieces on small pages] in tuning.py
                     wire = tuning.REGISTRY["allreduce"][algorithm].bytes_on_wire(n, c.size)
                     t += wire * layout.small / n * params.get("small_page_beta",
                                                               tuning.SMALL_PAGE_BETA)
