@@ -297,22 +297,22 @@ class FusionManager:
         local, shape = [], []
         for b in buckets:
             members = [views[i] for i in b if views[i].nbytes]
-            flags = [all(a.flags.c_contiguous and a.flags.aligned for a in members)]
-            flags += [follows(x, y) for x, y in zip(members, members[1:])]
-            flags += [_on_huge_pages(a) for a in members]
-            local += flags
-            shape.append((len(flags), [a.nbytes for a in members]))
+            ours = [all(a.flags.c_contiguous and a.flags.aligned for a in members)]
+            ours += [follows(x, y) for x, y in zip(members, members[1:])]
+            ours += [_on_huge_pages(a) for a in members]
+            local += ours
+            shape.append((len(ours), [a.nbytes for a in members]))
         flags = np.array(local, np.uint8)
         if self.comm.size > 1 and len(flags):
             flags = self.comm.allreduce(flags, Op.MIN)
         layouts, at = [], 0
         for count, sizes in shape:
-            mine = [bool(f) for f in flags[at:at + count]]
+            agreed = [bool(f) for f in flags[at:at + count]]
             at += count
             n = len(sizes)
-            joins, huge = mine[1:n], mine[n:]
+            lying, joins, huge = agreed[0], agreed[1:n], agreed[n:]
             small = sum(k for k, on_huge in zip(sizes, huge) if not on_huge)
-            layouts.append(Joins(joins, small) if mine[0] and self.accumulate is None else None)
+            layouts.append(Joins(joins, small) if lying and self.accumulate is None else None)
         return layouts
 
     def _way(self, members: list, layout) -> "Way":
