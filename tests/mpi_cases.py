@@ -3120,6 +3120,185 @@ def group_overlap(run):
 
 
 # ---------------------------------------------------------------------------
+# Mixed: the options the grids vary one at a time, drawn together
+
+
+def group_mixed(run):
+    """Seeded random calls that combine what the grids above vary one at
+    a time: collective, algorithm, (op, dtype), count (0, below p, ragged
+    sizes=), trailing shape, a strided or Fortran-ordered input, out=
+    (strided too), async_op and root; then FusionManager calls on random
+    lists of arrays (dtypes, fusion ids or split indices, byte cap,
+    strategy, accumulate, members that are views of one buffer or
+    strided; allreduce twice, async, data-parallel, ZeRO). Every rank
+    makes the same draws. MIXED_SEED and MIXED_CASES widen the search."""
+    seed = int(os.environ.get("MIXED_SEED", "0"))
+    cases = int(os.environ.get("MIXED_CASES", "60"))
+    for case in range(cases):
+        mixed_call(run, np.random.default_rng([seed, 1, case]), seed_of("mixed", seed, case))
+    for case in range(cases // 3):
+        mixed_fusion(run, np.random.default_rng([seed, 2, case]), seed_of("mixed fusion", seed, case))
+
+
+def laid_out(x: np.ndarray, how: str) -> np.ndarray:
+    """x's values in a new array: C order, every other row of a larger
+    one, or Fortran order."""
+    if how == "strided" and x.ndim:
+        y = np.zeros((2 * x.shape[0], *x.shape[1:]), x.dtype)[::2]
+    elif how == "fortran" and x.ndim > 1:
+        y = np.zeros(x.shape, x.dtype, order="F")
+    else:
+        y = np.empty_like(x, order="C")
+    y[...] = x
+    return y
+
+
+def mixed_call(run, rng, seed):
+    comm, p, r = run.comm, run.p, run.r
+    collective = str(rng.choice(list(ALGORITHMS)))
+    shape = (int(rng.choice([0, 1, max(p - 1, 0), p + 1, 3 * p + 1, 1000, 70001])),
+             *[(), (3,), (2, 2)][rng.integers(3)])
+    algo = str(rng.choice(["auto", *ALGORITHMS[collective]]))
+    layout = str(rng.choice(["c", "strided", "fortran"]))
+    out_how = str(rng.choice(["none", "c", "strided"]))
+    async_op = bool(rng.integers(2))
+    root = int(rng.integers(p))
+    kwargs = {"async_op": async_op} if collective == "barrier" else {"algorithm": algo, "async_op": async_op}
+    if collective in ("allreduce", "reduce", "reduce_scatter", "scan"):
+        pairs = reduction_pairs()
+        op, dtype = pairs[rng.integers(len(pairs))]
+        xs = [rank_data(dtype, shape, i, seed, op) for i in range(p)]
+        kwargs["op"] = op
+        reduced = reduce_ranks(op, xs)
+        expected = {"allreduce": reduced, "reduce": reduced if r == root else None,
+                    "reduce_scatter": np.array_split(reduced, p, axis=0)[r]}.get(collective)
+        if collective == "scan":
+            kwargs["exclusive"] = exclusive = bool(rng.integers(2))
+            upto = r if exclusive else r + 1
+            expected = reduce_ranks(op, xs[:upto]) if upto else None
+        mine = xs[r]
+    else:
+        dtype = ALL_DTYPES[rng.integers(len(ALL_DTYPES))]
+        shapes = [shape] * p
+        if collective in ("gather", "allgather") and rng.integers(2):
+            kwargs["sizes"] = [int(k) for k in rng.integers(0, 5, p)]
+            shapes = [(k, *shape[1:]) for k in kwargs["sizes"]]
+        xs = [rank_data(dtype, s, i, seed) for i, s in enumerate(shapes)]
+        mine = xs[r]
+        gathered = np.concatenate(xs) if collective in ("gather", "allgather") else None
+        expected = {
+            "broadcast": xs[root],
+            "gather": gathered if r == root else None,
+            "allgather": gathered,
+            "scatter": np.array_split(xs[root], p, axis=0)[r],
+            "alltoall": np.concatenate([np.array_split(x, p, axis=0)[r] for x in xs]),
+        }.get(collective)
+        if collective == "broadcast" and r != root:
+            mine = None if rng.integers(2) else np.zeros(shape, xs[0].dtype)
+        elif collective == "scatter" and r != root:
+            mine = None
+    if collective in ("broadcast", "gather", "reduce", "scatter"):
+        kwargs["root"] = root
+    name = f"mixed {collective} {kwargs} {xs[0].dtype} {shape} layout={layout} out={out_how}"
+    out = None
+    if collective not in ("broadcast", "barrier") and out_how != "none":
+        full = expected if expected is not None else (gathered if collective == "gather" else xs[r])
+        out = laid_out(np.full_like(full, 7), out_how)
+        kwargs["out"] = out
+    x = None if mine is None else laid_out(mine, layout)
+    y = getattr(comm, collective)(*(() if collective == "barrier" else (x,)), **kwargs)
+    if async_op:
+        y = y.wait()
+    if collective == "barrier":
+        assert y is None, name
+    elif expected is None:
+        assert y is None, f"{name}: got {y!r}"
+    else:
+        run.check(name, y, expected)
+        if out is not None:
+            run.check(name + " (out=)", out, expected)
+        if collective == "broadcast" and x is not None:
+            assert y is x, f"{name}: broadcast must return x itself"
+        if collective in ("allreduce", "allgather", "broadcast"):
+            run.same_everywhere(name, y)
+
+
+def mixed_fusion(run, rng, seed):
+    from pycoll import FusionManager
+    from pycoll.fusion import flat_buffer
+    comm, p, r = run.comm, run.p, run.r
+    k = int(rng.integers(1, 14))
+    op = [Op.SUM, Op.AVG, Op.MAX][rng.integers(3)]
+    kinds = ["float32", "float64", "bfloat16", "float16"] + (["int32"] if op is not Op.AVG else [])
+    one = kinds[rng.integers(len(kinds))]
+    dtypes = [kinds[rng.integers(len(kinds))] if rng.integers(2) else one for _ in range(k)]
+    shapes = [(int(rng.choice([0, 1, 3, p + 1, 1000, 16384, 70001, 300000])), *[(), (2,)][rng.integers(2)])
+              for _ in range(k)]
+    how = {}
+    pick = rng.integers(3)
+    if pick == 1:   # equal ids share a bucket, so they carry the dtype; 0 never fuses
+        how["fusion"] = [0 if rng.integers(4) == 0 else 10 * kinds.index(d) + 1 + int(rng.integers(2))
+                         for d in dtypes]
+    elif pick == 2:
+        dtypes = [one] * k
+        how["split_indices"] = sorted({int(i) for i in rng.integers(1, k, rng.integers(3))}) if k > 1 else []
+    if pick == 0:
+        dtypes = [one] * k if rng.integers(2) else sorted(dtypes, key=kinds.index)
+    strategy = [None, None, "pack", "split", "pieces", "each"][rng.integers(6)]
+    accumulate = ("float32" if op is not Op.MAX and rng.integers(3) == 0
+                  and {"float64", "int32"}.isdisjoint(dtypes) else None)
+    layout = str(rng.choice(["own", "flat", "strided"]))
+    mode = str(rng.choice(["allreduce", "twice", "async", "register", "zero"]))
+    fm = FusionManager(op=op, comm=comm, bucket_bytes=int(rng.choice([1 << 10, 1 << 16, 1 << 20, 64 << 20])),
+                       strategy=strategy, accumulate=accumulate)
+    name = f"mixed fusion {op.value} {dtypes} {shapes} {how} {strategy} {accumulate} {layout} {mode}"
+
+    def members(round_):
+        xs = [[rank_data(d, s, i, seed + 31 * j + round_, op) for i in range(p)]
+              for j, (d, s) in enumerate(zip(dtypes, shapes))]
+        if layout == "flat" and len(set(dtypes)) == 1:
+            _, mine = flat_buffer(shapes, xs[0][0].dtype)
+            for m, x in zip(mine, xs):
+                m[...] = x[r]
+        else:
+            mine = [laid_out(x[r], "strided" if layout == "strided" else "c") for x in xs]
+        expected = []
+        for x in xs:
+            if accumulate and x[0].dtype != np.float32:
+                s = reduce_ranks(op, [a.astype(F32) for a in x])
+                expected.append(s.astype(x[0].dtype))
+            else:
+                expected.append(reduce_ranks(op, x))
+        return mine, expected
+
+    if mode == "zero":
+        mine, expected = members(0)
+        shards = fm.reduce_scatter(mine, **how)
+        for j, (s, e) in enumerate(zip(shards, expected)):
+            run.check(f"{name} shard {j}", s, np.array_split(e, p, axis=0)[r])
+        full = [np.zeros_like(e) for e in expected]
+        fm.allgather(shards, full)
+        for j, (f, e) in enumerate(zip(full, expected)):
+            run.check(f"{name} gathered {j}", f, e)
+        return
+    for round_ in range(2 if mode == "twice" else 1):
+        mine, expected = members(round_)
+        if mode == "async":
+            fm.allreduce_async(mine, **how).wait()
+        elif mode == "register":
+            fm.register(mine, **how)
+            for i in reversed(range(k)):
+                fm.mark_ready(i)
+            fm.wait()
+        else:
+            got = fm.allreduce(mine, **how)
+            assert all(g is m for g, m in zip(got, mine)), f"{name}: not in place"
+        for j, (m, e) in enumerate(zip(mine, expected)):
+            run.check(f"{name} array {j} round {round_}", m, e)
+            run.same_everywhere(f"{name} array {j} round {round_}", m)
+
+
+# ---------------------------------------------------------------------------
 # Embedding under frameworks: logging, done-callbacks, data-parallel and ZeRO helpers
 
 
