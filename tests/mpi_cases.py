@@ -3153,6 +3153,31 @@ def laid_out(x: np.ndarray, how: str) -> np.ndarray:
     return y
 
 
+def _torch_view(a):
+    import torch
+    return torch.from_numpy(a)
+
+
+ARRAY_LIKES = {"numpy": None, "memoryview": memoryview, "array_interface": ArrayInterface,
+               "dlpack": DLPackOnly, "torch": _torch_view}
+
+
+def array_like(a: np.ndarray, kind: str):
+    """a offered as *kind* (ARRAY_LIKES), the same memory; a itself where
+    that kind cannot hold a's dtype or layout (or torch is missing)."""
+    wrap = ARRAY_LIKES[kind]
+    if wrap is None:
+        return a
+    try:
+        obj = wrap(a)
+        seen = np.from_dlpack(obj) if kind == "dlpack" else np.asarray(obj)
+        if seen.dtype != a.dtype:           # bfloat16 through __array_interface__: V2
+            return a
+    except (ImportError, TypeError, ValueError, BufferError, RuntimeError):
+        return a
+    return obj
+
+
 def mixed_call(run, rng, seed):
     comm, p, r = run.comm, run.p, run.r
     collective = str(rng.choice(list(ALGORITHMS)))
@@ -3163,7 +3188,12 @@ def mixed_call(run, rng, seed):
     out_how = str(rng.choice(["none", "c", "strided"]))
     async_op = bool(rng.integers(2))
     root = int(rng.integers(p))
-    kwargs = {"async_op": async_op} if collective == "barrier" else {"algorithm": algo, "async_op": async_op}
+    into_none = bool(rng.integers(2))
+    x_kind, out_kind = (str(k) for k in rng.choice(list(ARRAY_LIKES), 2))
+    as_function = bool(rng.integers(2))             # pycoll.<collective>(..., comm=comm)
+    kwargs = {"async_op": async_op, "timeout": [None, 120.0][rng.integers(2)]}
+    if collective != "barrier":
+        kwargs["algorithm"] = algo
     if collective in ("allreduce", "reduce", "reduce_scatter", "scan"):
         pairs = reduction_pairs()
         op, dtype = pairs[rng.integers(len(pairs))]
@@ -3194,19 +3224,22 @@ def mixed_call(run, rng, seed):
             "alltoall": np.concatenate([np.array_split(x, p, axis=0)[r] for x in xs]),
         }.get(collective)
         if collective == "broadcast" and r != root:
-            mine = None if rng.integers(2) else np.zeros(shape, xs[0].dtype)
+            mine = None if into_none else np.zeros(shape, xs[0].dtype)
         elif collective == "scatter" and r != root:
             mine = None
     if collective in ("broadcast", "gather", "reduce", "scatter"):
         kwargs["root"] = root
-    name = f"mixed {collective} {kwargs} {xs[0].dtype} {shape} layout={layout} out={out_how}"
+    name = (f"mixed {collective} {kwargs} {xs[0].dtype} {shape} x={layout} {x_kind} "
+            f"out={out_how} {out_kind} function={as_function}")
     out = None
     if collective not in ("broadcast", "barrier") and out_how != "none":
         full = expected if expected is not None else (gathered if collective == "gather" else xs[r])
         out = laid_out(np.full_like(full, 7), out_how)
-        kwargs["out"] = out
+        kwargs["out"] = array_like(out, out_kind)
     x = None if mine is None else laid_out(mine, layout)
-    y = getattr(comm, collective)(*(() if collective == "barrier" else (x,)), **kwargs)
+    given = None if x is None else array_like(x, x_kind)
+    call = functools.partial(getattr(pycoll, collective), comm=comm) if as_function else getattr(comm, collective)
+    y = call(*(() if collective == "barrier" else (given,)), **kwargs)
     if async_op:
         y = y.wait()
     if collective == "barrier":
@@ -3214,11 +3247,12 @@ def mixed_call(run, rng, seed):
     elif expected is None:
         assert y is None, f"{name}: got {y!r}"
     else:
+        if collective == "broadcast" and x is not None:
+            assert y is given, f"{name}: broadcast must return x itself"
+            y = x
         run.check(name, y, expected)
         if out is not None:
             run.check(name + " (out=)", out, expected)
-        if collective == "broadcast" and x is not None:
-            assert y is x, f"{name}: broadcast must return x itself"
         if collective in ("allreduce", "allgather", "broadcast"):
             run.same_everywhere(name, y)
 
