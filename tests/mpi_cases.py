@@ -3138,6 +3138,8 @@ def group_mixed(run):
         mixed_call(run, np.random.default_rng([seed, 1, case]), seed_of("mixed", seed, case))
     for case in range(cases // 3):
         mixed_fusion(run, np.random.default_rng([seed, 2, case]), seed_of("mixed fusion", seed, case))
+    for case in range(cases // 6):
+        mixed_queue(run, np.random.default_rng([seed, 3, case]), seed_of("mixed queue", seed, case))
 
 
 def laid_out(x: np.ndarray, how: str) -> np.ndarray:
@@ -3255,6 +3257,51 @@ def mixed_call(run, rng, seed):
             run.check(name + " (out=)", out, expected)
         if collective in ("allreduce", "allgather", "broadcast"):
             run.same_everywhere(name, y)
+
+
+def mixed_queue(run, rng, seed):
+    """Up to seven calls, async or blocking, fused allreduces among them,
+    each rank waiting for the async ones in its own order."""
+    from pycoll import FusionManager
+    comm, p, r = run.comm, run.p, run.r
+    pending = []
+    for j in range(int(rng.integers(1, 8))):
+        what = str(rng.choice(["allreduce", "allgather", "broadcast", "reduce_scatter", "alltoall",
+                               "barrier", "fused"]))
+        n = int(rng.choice([0, 1, p + 1, 1000, 70001]))
+        async_op = bool(rng.integers(4))
+        xs = [rank_data("float32", (n,), i, seed + j, Op.SUM) for i in range(p)]
+        total = reduce_ranks(Op.SUM, xs)
+        name = f"mixed queue call {j}: {what} of {n} async={async_op}"
+        if what == "fused":
+            mine = [xs[r][:n // 3].copy(), xs[r][n // 3:].copy()]
+            fm = FusionManager(comm=comm, bucket_bytes=1 << 16)
+            h = fm.allreduce_async(mine) if async_op else fm.allreduce(mine)
+            pending.append((name, h if async_op else None, mine, [total[:n // 3], total[n // 3:]]))
+            continue
+        x = xs[r].copy()
+        expected = {"allreduce": total, "allgather": np.concatenate(xs),
+                    "reduce_scatter": np.array_split(total, p)[r],
+                    "alltoall": np.concatenate([np.array_split(a, p)[r] for a in xs]),
+                    "broadcast": xs[0]}.get(what)
+        if what == "broadcast":
+            x = xs[0].copy() if r == 0 else np.zeros(n, F32)
+        h = comm.barrier(async_op=async_op) if what == "barrier" else getattr(comm, what)(x, async_op=async_op)
+        pending.append((name, h if async_op else None, h, expected))
+    for k in np.random.default_rng([seed, r]).permutation(len(pending)):
+        name, handle, got, expected = pending[k]
+        if handle is not None:
+            result = handle.wait()
+            assert not isinstance(got, list) or all(a is b for a, b in zip(result, got)), (
+                f"{name}: not the caller's arrays")
+            got = result
+        if expected is None:
+            assert got is None, f"{name}: {got!r}"
+        elif isinstance(expected, list):
+            for part, (g, e) in enumerate(zip(got, expected)):
+                run.check(f"{name} part {part}", g, e)
+        else:
+            run.check(name, got, expected)
 
 
 def mixed_fusion(run, rng, seed):
