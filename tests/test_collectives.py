@@ -43,9 +43,12 @@ def test_special(p):
 @pytest.mark.parametrize("p", [1, 2, 3, 5, 8])
 def test_mixed(p):
     """Seeded random calls combining what the grids vary one at a time
-    (layouts, out=, async_op, sizes=, roots, algorithms, counts) and random
-    FusionManager calls. A strided out= that a large general-path call
-    left unwritten passed every grid and fails here. The segment is 4 KiB
+    (layouts, out=, async_op, sizes=, roots, algorithms, counts), as
+    bench/soak.py does at p = 4 (test_reliability.py), and beyond it:
+    array-likes as x and out=, ragged sizes=, FusionManager calls, queues
+    of async calls waited in a different order on each rank, p = 1 to 8.
+    A strided out= that a large general-path call left unwritten passes
+    every grid and fails here (and in the soak). The segment is 4 KiB
     (the grids' 256 B would cut the 70001-element calls too finely to be
     quick); MIXED_SEED and MIXED_CASES search further by hand."""
     run_ranks(p, "mixed", env={"PYCOLL_SEGMENT_BYTES": "4096"})
