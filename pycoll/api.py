@@ -242,9 +242,35 @@ def _comm_of(comm) -> Communicator:
         # Keyed by identity, holding the object so the id is not reused.
         hit = _wrapped.get(id(comm))
         if hit is None or hit[1].freed:
+            _forget_freed()
             hit = (comm, Communicator(comm))
             _wrapped[id(comm)] = hit
         return hit[1]
+
+
+# Note [Wrapped communicators]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A call given an mpi4py communicator runs on a Communicator made for it
+# once (a Dup, its own tags and progress thread), kept in _wrapped for as
+# long as the caller's communicator lives. When the caller frees theirs
+# (mpi4py then holds MPI_COMM_NULL in it), the Dup would outlive it with
+# nothing left to free it, and MPI has a bounded number of communicators
+# (MPICH: 2,048 context ids): a framework that makes and frees a
+# sub-communicator per step and passes each to pycoll ran out after about
+# 2,000 steps. So before wrapping a new communicator, _forget_freed frees
+# the Communicators of those the caller has freed (running their queued
+# calls first). Every rank makes its wraps in the same program order, so
+# the frees come in the same order on every rank of each group.
+
+
+def _forget_freed() -> None:
+    """Free and forget the Communicators of wrapped mpi4py communicators
+    that their owner has freed (Note [Wrapped communicators]); _lock held."""
+    null = mpi().COMM_NULL
+    for key, (theirs, ours) in list(_wrapped.items()):
+        if theirs == null:
+            del _wrapped[key]
+            ours.free()
 
 
 # ---------------------------------------------------------------------------

@@ -472,6 +472,17 @@ def group_special(run):
     y = pycoll.allreduce(np.array([r]), comm=MPI.COMM_WORLD)
     run.check("mpi4py comm", y, np.array([sum(range(p))]))
     assert pycoll.api._comm_of(MPI.COMM_WORLD) is pycoll.api._comm_of(MPI.COMM_WORLD), "not cached"
+    # an mpi4py communicator per step, freed by its owner: the wrapper's
+    # Dup goes with it (Note [Wrapped communicators] in pycoll/api.py)
+    before = []
+    for step in range(5):
+        mine = MPI.COMM_WORLD.Split(r % 2, r)
+        run.check(f"per-step mpi4py comm {step}", pycoll.allreduce(np.ones(2), comm=mine),
+                  np.full(2, float(mine.size)))
+        before.append(pycoll.api._comm_of(mine))
+        mine.Free()
+    assert [c.freed for c in before] == [True] * 4 + [False], [c.freed for c in before]
+    assert sum(theirs == MPI.COMM_NULL for theirs, _ in pycoll.api._wrapped.values()) == 1
     # split, context manager, free
     color = r % 2
     sub = comm.split(color, key=-r)
