@@ -3136,12 +3136,8 @@ def group_overlap(run):
 
 def group_mixed(run):
     """Seeded random calls that combine what the grids above vary one at
-    a time: collective, algorithm, (op, dtype), count (0, below p, ragged
-    sizes=), trailing shape, a strided or Fortran-ordered input, out=
-    (strided too), async_op and root; then FusionManager calls on random
-    lists of arrays (dtypes, fusion ids or split indices, byte cap,
-    strategy, accumulate, members that are views of one buffer or
-    strided; allreduce twice, async, data-parallel, ZeRO). Every rank
+    a time (mixed_call), FusionManager calls on random lists of arrays
+    (mixed_fusion) and queues of async calls (mixed_queue). Every rank
     makes the same draws. MIXED_SEED and MIXED_CASES widen the search."""
     seed = int(os.environ.get("MIXED_SEED", "0"))
     cases = int(os.environ.get("MIXED_CASES", "60"))
@@ -3192,6 +3188,10 @@ def array_like(a: np.ndarray, kind: str):
 
 
 def mixed_call(run, rng, seed):
+    """One call: collective, algorithm, (op, dtype), count (0, below p,
+    ragged sizes=), trailing shape, x strided or in Fortran order, out=
+    (strided too), each as numpy or another array-like, async_op,
+    timeout, root, the method or the module function with comm=."""
     comm, p, r = run.comm, run.p, run.r
     collective = str(rng.choice(list(ALGORITHMS)))
     shape = (int(rng.choice([0, 1, max(p - 1, 0), p + 1, 3 * p + 1, 1000, 70001])),
@@ -3316,6 +3316,9 @@ def mixed_queue(run, rng, seed):
 
 
 def mixed_fusion(run, rng, seed):
+    """A FusionManager call: dtypes, fusion ids or split indices, byte
+    cap, strategy, accumulate, members that are views of one buffer or
+    strided; allreduce once or twice, async, data-parallel or ZeRO."""
     from pycoll import FusionManager
     from pycoll.fusion import flat_buffer
     comm, p, r = run.comm, run.p, run.r
