@@ -3667,7 +3667,8 @@ def group_timeout(run):
 
 
 def group_large(run):
-    """Counts past 2^31 elements and bytes: every message stays under 1 GiB."""
+    """Counts past 2^31 elements and bytes: every message stays under 1 GiB
+    (allreduce, broadcast, reduce, reduce_scatter, gather, scatter)."""
     comm, p, r = run.comm, run.p, run.r
     n = (1 << 31) + 8
     x = np.full(n, r + 1, np.int8)
@@ -3686,6 +3687,32 @@ def group_large(run):
         z[-1] = 9
     comm.broadcast(z, root=0)
     assert z[-1] == 9 and (z[::1 << 20] == 7).all() and z[1] == 0
+    del z
+    # The rooted collectives and reduce_scatter, each with 2^31 + 8 bytes
+    # on one side (0.5-1 s each here): offsets past 2^31 in the root's
+    # buffer, and blocks of 2^30 bytes.
+    x = np.full(n, 1, np.int8)
+    x[-1] = r
+    y = comm.reduce(x, root=p - 1)
+    if r == p - 1:
+        assert y[0] == p and y[-1] == sum(range(p)) % 128, (y[0], y[-1])
+    del y
+    y = comm.reduce_scatter(x)
+    assert y.size == np.array_split(np.empty(n, np.int8), p)[r].size and y[0] == p
+    if r == p - 1:
+        assert y[-1] == sum(range(p)) % 128, y[-1]
+    del x, y
+    x = np.full(n // p + 1, r + 1, np.int8)
+    x[-1] = 50 + r
+    y = comm.gather(x, root=0)
+    if r == 0:
+        assert y.size == p * x.size and y[-1] == 50 + p - 1 and y[x.size] == 2 % 256
+    del x, y
+    x = np.full(n, 3, np.int8) if r == 0 else None
+    if r == 0:
+        x[-1] = 9
+    y = comm.scatter(x, root=0)
+    assert y[0] == 3 and y[-1] == (9 if r == p - 1 else 3)
     run.count += 1
 
 

@@ -76,8 +76,9 @@ def test_mpi_errors_say_what_happened():
 
 @pytest.mark.slow
 def test_counts_past_2_to_the_31():
-    """allreduce of 2^31 + 8 int8 elements (and a broadcast of as many bytes)
-    at p = 2, checked element by element. About 20 s and 4 GiB per rank."""
+    """allreduce of 2^31 + 8 int8 elements (checked element by element),
+    then broadcast, reduce, reduce_scatter, gather and scatter with as
+    many bytes on one side, at p = 2. 15-25 s and 4 GiB per rank."""
     run_ranks(2, "large", timeout=900, env={"PYCOLL_SEGMENT_BYTES": None})
 
 
