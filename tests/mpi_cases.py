@@ -3141,6 +3141,7 @@ def group_mixed(run):
     makes the same draws. MIXED_SEED and MIXED_CASES widen the search."""
     seed = int(os.environ.get("MIXED_SEED", "0"))
     cases = int(os.environ.get("MIXED_CASES", "60"))
+    assert run.comm.settings.checks == (os.environ.get("PYCOLL_CHECKS") == "1")
     for case in range(cases):
         mixed_call(run, np.random.default_rng([seed, 1, case]), seed_of("mixed", seed, case))
     for case in range(cases // 3):
