@@ -75,6 +75,11 @@ def as_array(x, name: str = "x") -> np.ndarray:
     """
     if type(x) is np.ndarray:
         return x
+    if type(x) is _TENSOR[0] and not x.requires_grad and x.dtype is not _TENSOR[1]:
+        try:
+            return x.numpy()                # Note [Reading a tensor]
+        except (TypeError, RuntimeError, NotImplementedError):
+            pass                            # _from_torch says why
     if isinstance(x, np.ndarray):
         return x.view(np.ndarray)
     if hasattr(x, "__dlpack__"):
@@ -103,12 +108,25 @@ def _dlpack(x, name: str) -> np.ndarray:
         raise TypeError(f"{name} cannot be read through DLPack ({exc}); pass a CPU array") from None
 
 
+# Note [Reading a tensor]
+# ~~~~~~~~~~~~~~~~~~~~~~~
+# A plain CPU tensor (torch.Tensor itself, no autograd, not bfloat16) is
+# read with one type test and Tensor.numpy() before the general checks
+# (isinstance, hasattr __dlpack__, sys.modules): as_array took 1.29 us a
+# call, Tensor.numpy() alone 0.67. _TENSOR holds (torch.Tensor,
+# torch.bfloat16) once _from_torch has seen torch, so pycoll never imports
+# torch itself; until then, and for anything else, the general path runs.
+_TENSOR = (None, None)
+
+
 def _from_torch(torch, x, name: str) -> np.ndarray:
     """A CPU tensor's memory as numpy, through ``Tensor.numpy()``: the same
     zero-copy view as its DLPack export, for about a third of the cost
     (1.8 against 6.2 us per call here, most of a small call's time). A
     tensor ``numpy()`` refuses (on a GPU, sparse, conjugate bit set) goes
     to DLPack, whose message the error carries."""
+    global _TENSOR
+    _TENSOR = (torch.Tensor, torch.bfloat16)
     if x.requires_grad:
         x = x.detach()
     # numpy has no bfloat16: move the bits as int16 and view them as

@@ -177,5 +177,7 @@ class TestTorch:
         (lambda torch: torch.ones(3, dtype=torch.bfloat16).to_sparse(), "layout"),
     ])
     def test_unreadable_tensor_is_a_type_error(self, torch, make, why):
+        _message.as_array(torch.ones(1))    # torch seen: tensors try Tensor.numpy() first
+        assert _message._TENSOR[0] is torch.Tensor
         with pytest.raises(TypeError, match=f"grads cannot be read through DLPack .*{why}"):
             _message.message(make(torch), "grads")
