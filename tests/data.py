@@ -33,6 +33,17 @@ class DLPackOnly:
         return self.a.__dlpack_device__()
 
 
+def _torch_view(a):
+    import torch
+    return torch.from_numpy(a)
+
+
+# The forms a test offers an array in, each over the same memory (None:
+# the numpy array itself).
+ARRAY_LIKES = {"numpy": None, "memoryview": memoryview, "array_interface": ArrayInterface,
+               "dlpack": DLPackOnly, "torch": _torch_view}
+
+
 def sample(dtype: str, n, rng: np.random.Generator, special: bool = False) -> np.ndarray:
     """n values of *dtype*: the full range for integers, a spread of
     magnitudes for floats; *special* mixes in NaN, +-inf and +-0.0."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib.util
 import itertools
 import os
 import sys
@@ -25,8 +26,8 @@ import numpy as np
 from mpi4py import MPI
 
 import pycoll
-from data import (ALL_DTYPES, BF16, ArrayInterface, DLPackOnly, assert_bitwise_equal,
-                  assert_same_values, bits, combine, sample)
+from data import (ALL_DTYPES, ARRAY_LIKES, BF16, assert_bitwise_equal, assert_same_values, bits,
+                  combine, sample)
 from pycoll._dtypes import BY_NAME, Op
 from pycoll._kernels.reduce import supports
 from pycoll.algorithms import ALGORITHMS, REGISTRY
@@ -1054,13 +1055,8 @@ def array_like_lane_cases(run):
     comm, p, r = run.comm, run.p, run.r
     if comm.transport is None or p < 2:
         return
-    wrappers = {"array_interface": ArrayInterface, "dlpack": DLPackOnly, "memoryview": memoryview}
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    if torch is not None:
-        wrappers["torch"] = torch.from_numpy
+    wrappers = {kind: wrap for kind, wrap in ARRAY_LIKES.items()
+                if wrap is not None and (kind != "torch" or importlib.util.find_spec("torch"))}
     root = p - 1
     why = "an array-like left its lane"
     for kind, wrap in wrappers.items():
@@ -3161,15 +3157,6 @@ def laid_out(x: np.ndarray, how: str) -> np.ndarray:
         y = np.empty_like(x, order="C")
     y[...] = x
     return y
-
-
-def _torch_view(a):
-    import torch
-    return torch.from_numpy(a)
-
-
-ARRAY_LIKES = {"numpy": None, "memoryview": memoryview, "array_interface": ArrayInterface,
-               "dlpack": DLPackOnly, "torch": _torch_view}
 
 
 def array_like(a: np.ndarray, kind: str):
