@@ -10,7 +10,32 @@ never prints: it logs to the "pycoll" logger (DEBUG: the algorithm and
 segment size chosen for each new call signature, the calibration in use;
 WARNING: a timed-out call breaking its communicator).
 """
+import importlib.util as _importlib_util
 import logging as _logging
+import os as _os
+
+
+def _check_built() -> None:
+    """Name the source tree whose extensions are not built, before an import deep inside fails.
+
+    A flat layout puts ``pycoll/`` at the repository root, so Python started
+    there imports the source tree even when pycoll was installed elsewhere
+    with ``pip install .`` (numpy and scipy refuse their source directories
+    for the same reason).
+    """
+    compiled = ("pycoll._mpicall", "pycoll._kernels.copy", "pycoll._kernels.reduce")
+    missing = [name for name in compiled if _importlib_util.find_spec(name) is None]
+    if missing:
+        here = _os.path.dirname(_os.path.abspath(__file__))
+        raise ImportError(
+            f"pycoll is imported from {here}, where its compiled extensions "
+            f"({', '.join(missing)}) are not built. In a source tree, build them with "
+            "'pip install -e .' or 'python setup.py build_ext --inplace'; with pycoll "
+            "installed by 'pip install .', start Python outside the source tree.",
+            name=__name__, path=here)
+
+
+_check_built()
 
 from pycoll._async import Handle
 from pycoll._dtypes import Op

@@ -1,9 +1,12 @@
 """Package hygiene and the algorithms' interface, no MPI launch."""
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import pycoll
 from pycoll.algorithms import ALGORITHMS, REGISTRY
 
 
@@ -14,6 +17,21 @@ def test_import_does_not_initialise_mpi_or_print():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "" and out.stderr == ""
+
+
+def test_an_unbuilt_source_tree_says_so(tmp_path):
+    """Python started in a source tree whose extensions are not built (as after
+    'pip install .' run from the repository root) gets one clear ImportError."""
+    source = Path(pycoll.__file__).parent
+    shutil.copytree(source, tmp_path / "pycoll", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    # -S: without site-packages, whose editable-install finder would find the real build.
+    out = subprocess.run([sys.executable, "-S", "-c", "import pycoll"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: pycoll is imported from " + str(tmp_path / "pycoll")), last
+    assert "pycoll._mpicall, pycoll._kernels.copy, pycoll._kernels.reduce" in last, last
+    assert "are not built" in last and "pip install -e ." in last, last
 
 
 def test_every_algorithm_module_has_the_interface():
