@@ -108,6 +108,23 @@ def _dlpack(x, name: str) -> np.ndarray:
         raise TypeError(f"{name} cannot be read through DLPack ({exc}); pass a CPU array") from None
 
 
+# What np.from_dlpack hangs its arrays on.
+_CAPSULE = type(np.empty(0).__dlpack__())
+
+
+def read_only(name: str, array: np.ndarray) -> str:
+    """The error for a read-only array that must be written. One that came
+    through DLPack says why: numpy imports it read-only when its exporter
+    marks it so, and numpy before 2.2.5 imports every DLPack array
+    read-only, whatever the exporter allows."""
+    if type(array.base) is not _CAPSULE:
+        return f"{name} is read-only"
+    if np.lib.NumpyVersion(np.__version__) < "2.2.5":
+        return (f"{name} is read-only (it came through DLPack, which numpy {np.__version__} "
+                "imports read-only; numpy 2.2.5 and later keep a writable export writable)")
+    return f"{name} is read-only (it came through DLPack, and its exporter marks it read-only)"
+
+
 # Note [Reading a tensor]
 # ~~~~~~~~~~~~~~~~~~~~~~~
 # A plain CPU tensor (torch.Tensor itself, no autograd, not bfloat16) is
@@ -159,7 +176,7 @@ def output(out, shape: tuple, dtype: DType, name: str = "out") -> Message:
     if array.shape != tuple(shape):
         raise ValueError(f"{name} has shape {array.shape}, expected {tuple(shape)}")
     if not array.flags.writeable:
-        raise ValueError(f"{name} is read-only")
+        raise ValueError(read_only(name, array))
     if array.flags.c_contiguous and array.flags.aligned:
         return Message(array, dtype)
     return Message(np.empty(array.shape, array.dtype), dtype, writeback=array)

@@ -701,15 +701,17 @@ def _broadcast_array_record(c, x, msg, root: bool) -> dict:
     except (TypeError, ValueError):
         return {"dtype": ANY, "shape": ANY}   # x itself is refused once the header is in
     if not array.flags.writeable:
-        raise ValueError("x is read-only; broadcast is in place on every rank")
+        raise ValueError(f"{_message.read_only('x', array)}; broadcast is in place on every rank")
     return {"dtype": dtype, "shape": list(array.shape)}
 
 
 def _writable(x) -> None:
     """The root's x of a broadcast: in place on every rank (DESIGN.md), so
     writable on the root too."""
-    if not _message.as_array(x).flags.writeable:
-        raise ValueError("x is read-only; broadcast is in place on every rank, the root's x included")
+    array = _message.as_array(x)
+    if not array.flags.writeable:
+        raise ValueError(f"{_message.read_only('x', array)}; broadcast is in place on every rank, "
+                         "the root's x included")
 
 
 def _broadcast_receive(c, x, r, alg, dtype, shape, deadline, inline=None):

@@ -43,6 +43,10 @@ def _torch_view(a):
 ARRAY_LIKES = {"numpy": None, "memoryview": memoryview, "array_interface": ArrayInterface,
                "dlpack": DLPackOnly, "torch": _torch_view}
 
+# numpy before 2.2.5 imports every DLPack array read-only, so there a
+# DLPack-only object can be read but not written (out=, broadcast's x).
+DLPACK_WRITES = np.from_dlpack(DLPackOnly(np.zeros(1))).flags.writeable
+
 
 def sample(dtype: str, n, rng: np.random.Generator, special: bool = False) -> np.ndarray:
     """n values of *dtype*: the full range for integers, a spread of

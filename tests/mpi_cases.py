@@ -26,7 +26,7 @@ import numpy as np
 from mpi4py import MPI
 
 import pycoll
-from data import (ALL_DTYPES, ARRAY_LIKES, BF16, assert_bitwise_equal, assert_same_values, bits,
+from data import (ALL_DTYPES, ARRAY_LIKES, BF16, DLPACK_WRITES, assert_bitwise_equal, assert_same_values, bits,
                   combine, sample)
 from pycoll._dtypes import BY_NAME, Op
 from pycoll._kernels.reduce import supports
@@ -1064,6 +1064,9 @@ def array_like_lane_cases(run):
     root = p - 1
     why = "an array-like left its lane"
     for kind, wrap in wrappers.items():
+        # what the calls write into (out=, broadcast's x): numpy itself where
+        # this numpy cannot write through DLPack (DLPACK_WRITES)
+        write = wrap if kind != "dlpack" or DLPACK_WRITES else np.asarray
         for form, api in (("method", comm), ("function", pycoll.api)):
             on = {} if form == "method" else {"comm": comm}
             for repeat in range(3):
@@ -1072,7 +1075,7 @@ def array_like_lane_cases(run):
                 everyone = np.concatenate(xs)
                 total = reduce_ranks(Op.SUM, xs)
                 b = xs[r].copy() if r == root else np.zeros_like(xs[r])
-                bw = wrap(b)
+                bw = write(b)
                 with lanes_only(("_call",), why, when=repeat):
                     y = api.allreduce(wrap(xs[r]), algorithm="recursive_doubling", **on)
                     z = api.reduce(wrap(xs[r]), root=root, algorithm="binomial", **on)
@@ -1106,21 +1109,21 @@ def array_like_lane_cases(run):
                 with lanes_only(("_call",), why, when=repeat):
                     got = {
                         "allreduce": api.allreduce(wrap(xs[r]), algorithm="recursive_doubling",
-                                                   out=wrap(outs["allreduce"]), **on),
+                                                   out=write(outs["allreduce"]), **on),
                         "reduce": api.reduce(wrap(xs[r]), root=root, algorithm="binomial",
-                                             out=wrap(outs["reduce"]), **on),
+                                             out=write(outs["reduce"]), **on),
                         "reduce_scatter": api.reduce_scatter(wrap(xs[r]), algorithm="ring",
-                                                             out=wrap(outs["reduce_scatter"]), **on),
+                                                             out=write(outs["reduce_scatter"]), **on),
                         "gather": api.gather(wrap(xs[r]), root=root, algorithm="binomial",
-                                             out=wrap(outs["gather"]), **on),
+                                             out=write(outs["gather"]), **on),
                         "allgather": api.allgather(wrap(xs[r]), algorithm="ring",
-                                                   out=wrap(outs["allgather"]), **on),
+                                                   out=write(outs["allgather"]), **on),
                         "scatter": api.scatter(wrap(everyone) if r == root else None, root=root,
-                                               algorithm="binomial", out=wrap(outs["scatter"]), **on),
-                        "alltoall": api.alltoall(wrap(xs[r]), out=wrap(outs["alltoall"]), **on),
-                        "scan": api.scan(wrap(xs[r]), out=wrap(outs["scan"]), **on),
+                                               algorithm="binomial", out=write(outs["scatter"]), **on),
+                        "alltoall": api.alltoall(wrap(xs[r]), out=write(outs["alltoall"]), **on),
+                        "scan": api.scan(wrap(xs[r]), out=write(outs["scan"]), **on),
                     }
-                    both = wrap(inplace)    # in place: one array-like as x and out
+                    both = write(inplace)    # in place: one array-like as x and out
                     got["in place"] = api.allreduce(both, algorithm="recursive_doubling",
                                                     out=both, **on)
                     outs["in place"] = inplace
@@ -3163,11 +3166,12 @@ def laid_out(x: np.ndarray, how: str) -> np.ndarray:
     return y
 
 
-def array_like(a: np.ndarray, kind: str):
+def array_like(a: np.ndarray, kind: str, written: bool = False):
     """a offered as *kind* (ARRAY_LIKES), the same memory; a itself where
-    that kind cannot hold a's dtype or layout (or torch is missing)."""
+    that kind cannot hold a's dtype or layout (or torch is missing), or
+    cannot be *written* (DLPack under numpy before 2.2.5)."""
     wrap = ARRAY_LIKES[kind]
-    if wrap is None:
+    if wrap is None or (written and kind == "dlpack" and not DLPACK_WRITES):
         return a
     try:
         obj = wrap(a)
@@ -3240,9 +3244,9 @@ def mixed_call(run, rng, seed):
     if collective not in ("broadcast", "barrier") and out_how != "none":
         full = expected if expected is not None else (gathered if collective == "gather" else xs[r])
         out = laid_out(np.full_like(full, 7), out_how)
-        kwargs["out"] = array_like(out, out_kind)
+        kwargs["out"] = array_like(out, out_kind, written=True)
     x = None if mine is None else laid_out(mine, layout)
-    given = None if x is None else array_like(x, x_kind)
+    given = None if x is None else array_like(x, x_kind, written=collective == "broadcast")
     call = functools.partial(getattr(pycoll, collective), comm=comm) if as_function else getattr(comm, collective)
     y = call(*(() if collective == "barrier" else (given,)), **kwargs)
     if async_op:

@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from data import ArrayInterface, DLPackOnly, assert_bitwise_equal
+from data import DLPACK_WRITES, ArrayInterface, DLPackOnly, assert_bitwise_equal
 from pycoll import _message
 from pycoll._dtypes import BY_NAME
 
@@ -62,8 +62,24 @@ def test_dlpack_input_and_out_are_zero_copy():
     msg = _message.message(DLPackOnly(x))
     assert np.shares_memory(msg.array, x) and msg.dtype.name == "float32"
     out = np.zeros((4, 6), np.float32)
+    if not DLPACK_WRITES:
+        # numpy before 2.2.5 imports every DLPack array read-only: the error says so
+        with pytest.raises(ValueError, match=r"out is read-only \(it came through DLPack, which "
+                                             r"numpy 1\.\S+ imports read-only; numpy 2\.2\.5"):
+            _message.output(DLPackOnly(out), (4, 6), F32)
+        return
     msg = _message.output(DLPackOnly(out), (4, 6), F32)
     assert np.shares_memory(msg.array, out) and msg.writeback is None
+
+
+@pytest.mark.skipif(not DLPACK_WRITES, reason="numpy before 2.2.5 has no read-only flag in DLPack")
+def test_a_dlpack_export_marked_read_only_is_refused_as_such():
+    out = np.zeros(3, np.float32)
+    out.flags.writeable = False         # numpy's export of it is read-only
+    with pytest.raises(ValueError, match=r"out is read-only \(it came through DLPack"):
+        _message.output(DLPackOnly(out), (3,), F32)
+    with pytest.raises(ValueError, match=r"^out is read-only$"):
+        _message.output(out, (3,), F32)
 
 
 def test_subclass_becomes_plain_ndarray():

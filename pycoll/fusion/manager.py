@@ -245,7 +245,8 @@ class FusionManager:
                 api._work_dtype(dt, self.accumulate)
                 seen.add(a.dtype)
             if not a.flags.writeable:
-                raise ValueError(f"arrays[{i}] is read-only: fused collectives work in place")
+                raise ValueError(f"{_message.read_only(f'arrays[{i}]', a)}: fused collectives "
+                                 "work in place")
             checked.append(a)
         return checked
 
