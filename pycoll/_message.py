@@ -112,17 +112,22 @@ def _dlpack(x, name: str) -> np.ndarray:
 _CAPSULE = type(np.empty(0).__dlpack__())
 
 
-def read_only(name: str, array: np.ndarray) -> str:
-    """The error for a read-only array that must be written. One that came
-    through DLPack says why: numpy imports it read-only when its exporter
-    marks it so, and numpy before 2.2.5 imports every DLPack array
-    read-only, whatever the exporter allows."""
+def check_writable(array: np.ndarray, name: str, why: str = "") -> None:
+    """Raise ValueError("<name> is read-only<why>") unless *array* can be
+    written. One that came through DLPack says why it cannot: numpy
+    imports it read-only when its exporter marks it so, and numpy before
+    2.2.5 imports every DLPack array read-only, whatever the exporter
+    allows."""
+    if array.flags.writeable:
+        return
     if type(array.base) is not _CAPSULE:
-        return f"{name} is read-only"
-    if np.lib.NumpyVersion(np.__version__) < "2.2.5":
-        return (f"{name} is read-only (it came through DLPack, which numpy {np.__version__} "
-                "imports read-only; numpy 2.2.5 and later keep a writable export writable)")
-    return f"{name} is read-only (it came through DLPack, and its exporter marks it read-only)"
+        cause = ""
+    elif np.lib.NumpyVersion(np.__version__) < "2.2.5":
+        cause = (f" (it came through DLPack, which numpy {np.__version__} imports read-only; "
+                 "numpy 2.2.5 and later keep a writable export writable)")
+    else:
+        cause = " (it came through DLPack, and its exporter marks it read-only)"
+    raise ValueError(f"{name} is read-only{cause}{why}")
 
 
 # Note [Reading a tensor]
@@ -175,8 +180,7 @@ def output(out, shape: tuple, dtype: DType, name: str = "out") -> Message:
         raise TypeError(f"{name} has dtype {array.dtype}, expected {dtype.name}")
     if array.shape != tuple(shape):
         raise ValueError(f"{name} has shape {array.shape}, expected {tuple(shape)}")
-    if not array.flags.writeable:
-        raise ValueError(read_only(name, array))
+    check_writable(array, name)
     if array.flags.c_contiguous and array.flags.aligned:
         return Message(array, dtype)
     return Message(np.empty(array.shape, array.dtype), dtype, writeback=array)

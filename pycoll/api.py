@@ -700,18 +700,15 @@ def _broadcast_array_record(c, x, msg, root: bool) -> dict:
         dtype = dtype_of(array.dtype, "x").name
     except (TypeError, ValueError):
         return {"dtype": ANY, "shape": ANY}   # x itself is refused once the header is in
-    if not array.flags.writeable:
-        raise ValueError(f"{_message.read_only('x', array)}; broadcast is in place on every rank")
+    _message.check_writable(array, "x", "; broadcast is in place on every rank")
     return {"dtype": dtype, "shape": list(array.shape)}
 
 
 def _writable(x) -> None:
     """The root's x of a broadcast: in place on every rank (DESIGN.md), so
     writable on the root too."""
-    array = _message.as_array(x)
-    if not array.flags.writeable:
-        raise ValueError(f"{_message.read_only('x', array)}; broadcast is in place on every rank, "
-                         "the root's x included")
+    _message.check_writable(_message.as_array(x), "x",
+                            "; broadcast is in place on every rank, the root's x included")
 
 
 def _broadcast_receive(c, x, r, alg, dtype, shape, deadline, inline=None):

@@ -48,6 +48,11 @@ ARRAY_LIKES = {"numpy": None, "memoryview": memoryview, "array_interface": Array
 DLPACK_WRITES = np.from_dlpack(DLPackOnly(np.zeros(1))).flags.writeable
 
 
+def writes_through(kind: str) -> bool:
+    """Whether pycoll can write into an array offered as *kind* (ARRAY_LIKES)."""
+    return kind != "dlpack" or DLPACK_WRITES
+
+
 def sample(dtype: str, n, rng: np.random.Generator, special: bool = False) -> np.ndarray:
     """n values of *dtype*: the full range for integers, a spread of
     magnitudes for floats; *special* mixes in NaN, +-inf and +-0.0."""

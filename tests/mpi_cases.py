@@ -26,8 +26,8 @@ import numpy as np
 from mpi4py import MPI
 
 import pycoll
-from data import (ALL_DTYPES, ARRAY_LIKES, BF16, DLPACK_WRITES, assert_bitwise_equal, assert_same_values, bits,
-                  combine, sample)
+from data import (ALL_DTYPES, ARRAY_LIKES, BF16, assert_bitwise_equal, assert_same_values, bits,
+                  combine, sample, writes_through)
 from pycoll._dtypes import BY_NAME, Op
 from pycoll._kernels.reduce import supports
 from pycoll.algorithms import ALGORITHMS, REGISTRY
@@ -1065,8 +1065,8 @@ def array_like_lane_cases(run):
     why = "an array-like left its lane"
     for kind, wrap in wrappers.items():
         # what the calls write into (out=, broadcast's x): numpy itself where
-        # this numpy cannot write through DLPack (DLPACK_WRITES)
-        write = wrap if kind != "dlpack" or DLPACK_WRITES else np.asarray
+        # this numpy cannot write through the form (writes_through)
+        write = wrap if writes_through(kind) else np.asarray
         for form, api in (("method", comm), ("function", pycoll.api)):
             on = {} if form == "method" else {"comm": comm}
             for repeat in range(3):
@@ -3171,7 +3171,7 @@ def array_like(a: np.ndarray, kind: str, written: bool = False):
     that kind cannot hold a's dtype or layout (or torch is missing), or
     cannot be *written* (DLPack under numpy before 2.2.5)."""
     wrap = ARRAY_LIKES[kind]
-    if wrap is None or (written and kind == "dlpack" and not DLPACK_WRITES):
+    if wrap is None or (written and not writes_through(kind)):
         return a
     try:
         obj = wrap(a)

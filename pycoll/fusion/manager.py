@@ -244,9 +244,7 @@ class FusionManager:
                 check_op(self.op, dt)
                 api._work_dtype(dt, self.accumulate)
                 seen.add(a.dtype)
-            if not a.flags.writeable:
-                raise ValueError(f"{_message.read_only(f'arrays[{i}]', a)}: fused collectives "
-                                 "work in place")
+            _message.check_writable(a, f"arrays[{i}]", ": fused collectives work in place")
             checked.append(a)
         return checked
 
