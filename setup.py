@@ -36,17 +36,27 @@ def kernel(name, c_sources=()):
     )
 
 
-MPICALL = Extension(
-    # C calls into the MPI library mpi4py loads at run time (no mpi.h here).
-    "pycoll._mpicall", [os.path.join("pycoll", "_mpicall.pyx"), os.path.join(SRC, "pages.c"),
-                        os.path.join(SRC, "stream.c")],
-    include_dirs=[SRC],
-    extra_compile_args=COMPILE_ARGS,
-)
+def module(name, c_sources=()):
+    """An extension of pycoll's own: the C calls into the MPI library mpi4py
+    loads at run time (no mpi.h here), and the lanes over them."""
+    return Extension(
+        f"pycoll.{name}", [os.path.join("pycoll", f"{name}.pyx"),
+                           *(os.path.join(SRC, c) for c in c_sources)],
+        include_dirs=[SRC],
+        extra_compile_args=COMPILE_ARGS,
+    )
+
+
+MODULES = [
+    module("_mpicall"),                                 # MPI's functions, called from C
+    module("_resources", ["pages.c", "stream.c"]),      # tags, scratch, staged sends
+    module("_lane_reduce"),                             # allreduce, reduce, scan, reduce_scatter
+    module("_lane_move"),                               # broadcast, gather, scatter, ...
+]
 
 setup(
     ext_modules=cythonize(
-        [kernel("reduce", ["loops.c", "half.c"]), kernel("copy", ["stream.c"]), MPICALL],
+        [kernel("reduce", ["loops.c", "half.c"]), kernel("copy", ["stream.c"]), *MODULES],
         compiler_directives={"language_level": 3},
     ),
 )

@@ -34,7 +34,7 @@ MPI_IN_PLACE.
 
 --accumulate gives pycoll's reductions (allreduce, reduce, reduce_scatter,
 scan) bfloat16 arrays of the same element count with accumulate="float32"
-(Note [Widened lanes] in pycoll/_mpicall.pyx); native MPI, which has no
+(Note [Widened lanes] in pycoll/_lane_reduce.pyx); native MPI, which has no
 bfloat16, reduces the float32 arrays.
 
 --input gives pycoll's calls memoryviews or CPU torch tensors over the same

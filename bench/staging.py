@@ -1,4 +1,4 @@
-"""Staged sends (Note [Staging sends] in pycoll/_mpicall.pyx), measured
+"""Staged sends (Note [Staging sends] in pycoll/_resources.pyx), measured
 two ways at p = 2.
 
     mpiexec -n 2 python bench/staging.py [--sizes 128K,256K,1M,4M,8M,16M] [--rounds 9]
@@ -22,7 +22,7 @@ import numpy as np
 from mpi4py import MPI
 
 import pycoll
-from pycoll import _mpicall
+from pycoll import _resources
 from pycoll._kernels.copy import stream_copy
 from pycoll._memory import empty, empty_small_pages
 from pycoll.bench.harness import parse_size
@@ -54,11 +54,11 @@ MODES = ("off", "copy", "stream", "auto")
 
 def with_staging(mode: str, call):
     def run():
-        was = _mpicall.set_staging(mode)
+        was = _resources.set_staging(mode)
         try:
             call()
         finally:
-            _mpicall.set_staging(was)
+            _resources.set_staging(was)
     return run
 
 

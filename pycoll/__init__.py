@@ -23,7 +23,8 @@ def _check_built() -> None:
     with ``pip install .`` (numpy and scipy refuse their source directories
     for the same reason).
     """
-    compiled = ("pycoll._mpicall", "pycoll._kernels.copy", "pycoll._kernels.reduce")
+    compiled = ("pycoll._mpicall", "pycoll._resources", "pycoll._lane_reduce", "pycoll._lane_move",
+                "pycoll._kernels.copy", "pycoll._kernels.reduce")
     missing = [name for name in compiled if _importlib_util.find_spec(name) is None]
     if missing:
         here = _os.path.dirname(_os.path.abspath(__file__))

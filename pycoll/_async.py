@@ -21,7 +21,7 @@ waking the progress thread at all (``submit(wake=False)``: the thread
 takes the call after the one it is running, if it is running one). A
 handle the progress thread has already taken, or a wait with a timeout
 (which must be able to give up), just waits. ``_runner`` is the ident
-of the thread running a queued call, if any (the lanes of _mpicall.pyx
+of the thread running a queued call, if any (the lanes of _lane_*.pyx
 read it: a call runs on its lane only in its turn, ``in_turn``); it
 keeps that place from one call to the next. An 8 B allreduce issued
 async and waited at once took 44-48 µs before, 34-35 µs after (native:
@@ -175,7 +175,7 @@ class Progress:
     def in_turn(self) -> bool:
         """Whether a call may run now: nothing is queued or running, or
         this thread is running the queued calls, this call among them
-        (as ``in_turn`` in _mpicall.pyx)."""
+        (as ``in_turn`` in _resources.pxd)."""
         return not self._pending or self._runner == threading.get_ident()
 
     def on_thread(self) -> bool:

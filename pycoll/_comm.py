@@ -20,7 +20,7 @@ import numpy as np
 
 from pycoll._async import Progress
 from pycoll._mpi import c_transport, mpi
-from pycoll._mpicall import CallResources
+from pycoll._resources import CallResources
 
 MAX_SEGMENT_BYTES = 1 << 30
 

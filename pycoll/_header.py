@@ -10,7 +10,7 @@ rides in the header's message (HEADER_INLINE): a broadcast's whole
 (``inline_broadcast``), a scatter's blocks (Note [Inline scatter]).
 
 The same JSON broadcast carries rank 0's settings when a Communicator is
-made (api._agree_settings). The C lanes (pycoll/_mpicall.pyx:
+made (api._agree_settings). The C lanes (pycoll/_lane_move.pyx:
 BroadcastLane, ScatterRoot, ScatterReceiver) send and match the same
 words.
 """

@@ -1,6 +1,6 @@
 """Lanes: the C programs of plain, repeated calls.
 
-A lane (pycoll/_mpicall.pyx) runs one call signature's messages as C calls
+A lane (pycoll/_lane_move.pyx, pycoll/_lane_reduce.pyx) runs one call signature's messages as C calls
 over MPI, without the Python of the general path (api.py), which at small
 sizes is most of a call's time. The functions here make a signature's lane
 on its first call, from the plan the general path would run: the same
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pycoll import _header, _message, _mpicall
+from pycoll import _header, _lane_move, _message, _resources
 from pycoll._dtypes import dtype_of
 from pycoll._header import HEADER_INLINE, INLINE_BYTES, SHORT_DIMS, WORD_BYTES
 from pycoll._p2p import COPY_OVERLAP
@@ -29,7 +29,7 @@ from pycoll.algorithms.broadcast_binomial import binomial_edges
 
 
 def made(c, key: tuple, make) -> bool:
-    """After a lane entry of pycoll._mpicall answered NOT_TAKEN: whether it
+    """After a lane entry of pycoll._lane_move answered NOT_TAKEN: whether it
     had no lane for this call signature (*key*) and make() has just made
     one (on the signature's first call), so that the caller tries the entry
     again."""
@@ -44,13 +44,13 @@ def made(c, key: tuple, make) -> bool:
 
 
 def _step(kind: str, send=None, dest: int = -1, recv=None, source: int = -1, copy=None) -> tuple:
-    """One step of a pycoll._mpicall.StepLane program; a span is (buffer
+    """One step of a pycoll._lane_move.StepLane program; a span is (buffer
     name, lo, hi) in bytes. A "copy" step copies *send* to *recv*."""
     sb, slo, shi = send or ("x", 0, 0)
     rb, rlo, rhi = recv or ("x", 0, 0)
     cb, clo, _ = copy or ("x", 0, 0)
-    buffer = _mpicall.BUFFER
-    return (_mpicall.STEP[kind], dest, buffer[sb], slo, shi - slo, source, buffer[rb], rlo,
+    buffer = _lane_move.BUFFER
+    return (_lane_move.STEP[kind], dest, buffer[sb], slo, shi - slo, source, buffer[rb], rlo,
             rhi - rlo, buffer[cb], clo)
 
 
@@ -58,7 +58,7 @@ def _without_empty(steps) -> list:
     """A data-movement program without its empty messages and copies
     (Note [Empty lanes]): an exchange with one side empty becomes the other
     side alone, after its copy if it had one."""
-    kinds, names = _mpicall.STEP, {code: name for name, code in _mpicall.BUFFER.items()}
+    kinds, names = _lane_move.STEP, {code: name for name, code in _lane_move.BUFFER.items()}
     kept = []
     for step in steps:
         kind, dest, sb, slo, sn, source, rb, rlo, rn, cb, clo = step
@@ -77,7 +77,7 @@ def _without_empty(steps) -> list:
 
 def _largest_message(steps) -> int:
     """The largest message a StepLane program sends or receives."""
-    sizes = [n for kind, *rest in steps if kind != _mpicall.STEP["copy"]
+    sizes = [n for kind, *rest in steps if kind != _lane_move.STEP["copy"]
              for n in (rest[3], rest[7])]
     return max(sizes, default=0)
 
@@ -117,7 +117,7 @@ def _solo_lane(c, collective: str, plan, x):
     result, a copy of x (Note [Solo lanes])."""
     n = x.nbytes
     steps = [_step("copy", send=("x", 0, n), recv=("out", 0, n))] if n else []
-    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, n, n, 0, True,
+    return _lane_move.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, n, n, 0, True,
                              collective=collective, algorithm=plan.algorithm,
                              own_at=0 if collective in ("allgather", "gather") else -1)
 
@@ -140,7 +140,7 @@ def _root_lane_args(c, collective: str, x, root, algorithm):
 
 
 def make_broadcast(c, x, root, algorithm, rest):
-    """The lane (pycoll._mpicall.BroadcastLane) of this signature: the
+    """The lane (pycoll._lane_move.BroadcastLane) of this signature: the
     binomial tree (or, at p = 2, the pipeline: one link, one message) with
     the data in one message, inside the header's when it fits
     (_header.inline_broadcast); None when the call must take the general path
@@ -162,7 +162,7 @@ def make_broadcast(c, x, root, algorithm, rest):
     word = _header.make_word(dtype, x.shape)
     if inline:
         word[0] = HEADER_INLINE
-    return _mpicall.BroadcastLane(c, c.transport, word.view(np.uint8), -1 if parent is None else parent,
+    return _lane_move.BroadcastLane(c, c.transport, word.view(np.uint8), -1 if parent is None else parent,
                                   children, x.nbytes, x.dtype.alignment, inline, room,
                                   lambda x, message, deadline, algorithm:
                                   rest(c, x, r, algorithm, message, deadline),
@@ -202,7 +202,7 @@ def remember_broadcast(c, y, root: int, algorithm, rest) -> None:
 # ---------------------------------------------------------------------------
 # The allgather lane: a repeated, plain allgather of one (dtype, shape,
 # algorithm), every message within a segment, runs as a
-# pycoll._mpicall.StepLane program made from the algorithm's messages
+# pycoll._lane_move.StepLane program made from the algorithm's messages
 # below, with none of the Python of a general call (about 10 us of it, a
 # seventh of a 1 MiB allgather at p = 2 here). The messages, tags and
 # their order are those of allgather_ring.run,
@@ -234,11 +234,11 @@ def make_allgather(c, x, algorithm, sizes=None):
         steps = _allgather_bruck_program(p, c.rank, counts)
     else:
         return None
-    if len(steps) > _mpicall.MAX_LANE_STEPS \
+    if len(steps) > _resources.MAX_LANE_STEPS \
             or _largest_message(steps) > min(plan.channel.segment, LANE_MAX_BYTES):
         return None
     work = sum(counts) if plan.algorithm == "bruck" else 0
-    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, counts[c.rank],
+    return _lane_move.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, counts[c.rank],
                              sum(counts), work, True, collective="allgather",
                              algorithm=plan.algorithm, own_at=sum(counts[:c.rank]))
 
@@ -352,7 +352,7 @@ def _allgather_bruck_program(p: int, r: int, counts) -> list:
 # ---------------------------------------------------------------------------
 # Lanes of gather and scatter: a repeated, plain call of one signature whose
 # every message fits in one segment runs its algorithm's messages as C calls
-# (pycoll/_mpicall.pyx), without the general path's Python (10-25 us of
+# (pycoll/_lane_move.pyx), without the general path's Python (10-25 us of
 # it at 8 B, p = 2). The messages, tags and their order are those of the
 # general path (gather_linear/gather_binomial, scatter_linear/
 # scatter_binomial and the header), so ranks taking either path meet.
@@ -400,7 +400,7 @@ class _RootedLane:
         return c.size >= 2 and sum(counts) <= min(plan.channel.segment, LANE_MAX_BYTES)
 
     def gather_steps(self) -> list:
-        """A gather's steps at this rank (pycoll._mpicall.StepLane): the
+        """A gather's steps at this rank (pycoll._lane_move.StepLane): the
         root's out filled with every rank's x, in rank order; a rank with
         children gathers its subtree in work (the root of a tree in rank
         order straight in out), then sends it up."""
@@ -422,7 +422,7 @@ class _RootedLane:
         return _without_empty(steps)
 
     def scatter_steps(self) -> list:
-        """A scatter's data steps at this rank (pycoll._mpicall.StepLane),
+        """A scatter's data steps at this rank (pycoll._lane_move.StepLane),
         after the header: the root sends each child its subtree's blocks
         from x (rotated into work first when the tree is not in rank order),
         largest subtree first; a rank with children receives its subtree in
@@ -460,24 +460,24 @@ def make_gather(c, x, root, algorithm, sizes=None):
     if c.size == 1:
         return _solo_lane(c, "gather", plan, x)
     if max(plan.args.counts) == 0:                          # Note [Empty lanes]
-        return _mpicall.StepLane(c, c.transport, [], plan.args.shape, x.dtype, 0, 0, 0,
+        return _lane_move.StepLane(c, c.transport, [], plan.args.shape, x.dtype, 0, 0, 0,
                                  c.rank == r, collective="gather", algorithm=plan.algorithm)
     if not _RootedLane.fits(c, plan):
         return None
     lane = _RootedLane(c, plan, plan.args.shape)
     steps = lane.gather_steps()
-    if len(steps) > _mpicall.MAX_LANE_STEPS:
+    if len(steps) > _resources.MAX_LANE_STEPS:
         return None
     # Work where the rank forwards its subtree or the root reorders.
     work = lane.total if lane.children and (lane.up is not None or lane.rotate) else 0
-    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, x.dtype,
+    return _lane_move.StepLane(c, c.transport, steps, plan.args.shape, x.dtype,
                              lane.own[1] - lane.own[0], lane.total, work, lane.up is None,
                              collective="gather", algorithm=plan.algorithm,
                              own_at=sum(plan.args.counts[:r]) if c.rank == r else -1)
 
 
 def make_scatter_receiver(c, root, algorithm, receive):
-    """A non-root's header lane (pycoll._mpicall.ScatterReceiver) for
+    """A non-root's header lane (pycoll._lane_move.ScatterReceiver) for
     scatters from *root*, or None. A header word that does not name its
     last data lane goes to receive(c, receiver, root, algorithm, message,
     out, tag, deadline)."""
@@ -489,7 +489,7 @@ def make_scatter_receiver(c, root, algorithm, receive):
     if r != root or r == c.rank:
         return None
     parent, children = binomial_edges(r, c.rank, c.size)
-    receiver = _mpicall.ScatterReceiver(
+    receiver = _lane_move.ScatterReceiver(
         c, c.transport, parent, children,
         lambda message, out, tag, deadline:
         receive(c, receiver, r, alg, message, out, tag, deadline or None),
@@ -542,10 +542,10 @@ def _inline_scatter_lane(c, plan, dtype, word):
     for a, b in pieces(0, own):
         steps.append(_step("copy", send=("x", a, b), recv=("out", end, end + b - a)))
         end += b - a
-    if len(steps) > _mpicall.MAX_LANE_STEPS:
+    if len(steps) > _resources.MAX_LANE_STEPS:
         return None
     xbytes = total if word is not None else WORD_BYTES + sub
-    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, dtype, xbytes, own, at,
+    return _lane_move.StepLane(c, c.transport, steps, plan.args.shape, dtype, xbytes, own, at,
                              True, b"" if word is None else word.tobytes(), collective="scatter",
                              algorithm=plan.algorithm)
 
@@ -553,17 +553,17 @@ def _inline_scatter_lane(c, plan, dtype, word):
 def _scatter_step_lane(c, plan, dtype):
     lane = _RootedLane(c, plan, plan.args.shape)
     steps = lane.scatter_steps()
-    if len(steps) > _mpicall.MAX_LANE_STEPS:
+    if len(steps) > _resources.MAX_LANE_STEPS:
         return None
     root = lane.up is None
     work = lane.total if (lane.rotate if root else lane.children) else 0
-    return _mpicall.StepLane(c, c.transport, steps, plan.args.shape, dtype,
+    return _lane_move.StepLane(c, c.transport, steps, plan.args.shape, dtype,
                              lane.total if root else 0, lane.own[1] - lane.own[0], work, True,
                              collective="scatter", algorithm=plan.algorithm)
 
 
 def make_scatter_root(c, x, root, algorithm, rest):
-    """The root's lane (pycoll._mpicall.ScatterRoot): the header word to its
+    """The root's lane (pycoll._lane_move.ScatterRoot): the header word to its
     children in the header's tree, then the data lane; None when the call
     must take the general path (which also reports whatever is wrong).
     Where the data lane declines the caller's out, rest(c, root, algorithm,
@@ -579,12 +579,12 @@ def make_scatter_root(c, x, root, algorithm, rest):
     children = binomial_edges(r, c.rank, c.size)[1]
     word = _header.make_word(dtype, x.shape)
     if c.size == 1:
-        return _mpicall.ScatterRoot(c, c.transport, word.view(np.uint8), children,
+        return _lane_move.ScatterRoot(c, c.transport, word.view(np.uint8), children,
                                     _solo_lane(c, "scatter", plan, x), None, True)
     if _header.inline_scatter(c, plan):
         word[0] = HEADER_INLINE
         data = _inline_scatter_lane(c, plan, x.dtype, word)
-        return None if data is None else _mpicall.ScatterRoot(
+        return None if data is None else _lane_move.ScatterRoot(
             c, c.transport, word.view(np.uint8), children, data, None, True)
     data = _scatter_step_lane(c, plan, x.dtype) if _RootedLane.fits(c, plan) else None
     if data is None:
@@ -593,7 +593,7 @@ def make_scatter_root(c, x, root, algorithm, rest):
     def declined(x, out, deadline):         # the data lane declined out: the general path's data phase
         msg = _message.message(x)
         return rest(c, r, alg, msg.dtype, msg.shape, msg, out, deadline or None)
-    return _mpicall.ScatterRoot(c, c.transport, word.view(np.uint8), children, data, declined)
+    return _lane_move.ScatterRoot(c, c.transport, word.view(np.uint8), children, data, declined)
 
 
 # ---------------------------------------------------------------------------
@@ -601,7 +601,7 @@ def make_scatter_root(c, x, root, algorithm, rest):
 
 
 def make_alltoall(c, x, algorithm):
-    """The lane (pycoll._mpicall.StepLane) of a pairwise alltoall whose
+    """The lane (pycoll._lane_move.StepLane) of a pairwise alltoall whose
     every block is one message (or none, when empty: Note [Empty lanes]),
     or None (the general path takes the call, and reports whatever is
     wrong with it)."""
@@ -611,17 +611,17 @@ def make_alltoall(c, x, algorithm):
     except (TypeError, ValueError):
         return None
     counts = plan.args.counts
-    if plan.algorithm != "pairwise" or c.size > _mpicall.MAX_LANE_STEPS \
+    if plan.algorithm != "pairwise" or c.size > _resources.MAX_LANE_STEPS \
             or x.dtype != plan.args.dtype.numpy:
         return None
     if c.size == 1:
         return _solo_lane(c, "alltoall", plan, x)
     if max(counts) == 0:                    # Note [Empty lanes]
-        return _mpicall.StepLane(c, c.transport, [], plan.args.shape, x.dtype, 0, 0, 0, True,
+        return _lane_move.StepLane(c, c.transport, [], plan.args.shape, x.dtype, 0, 0, 0, True,
                                  collective="alltoall", algorithm=plan.algorithm)
     if max(counts) > min(plan.channel.segment, LANE_MAX_BYTES):
         return None
-    return _mpicall.StepLane(c, c.transport, _alltoall_program(c.size, c.rank, counts),
+    return _lane_move.StepLane(c, c.transport, _alltoall_program(c.size, c.rank, counts),
                              plan.args.shape, x.dtype, sum(counts), counts[c.rank] * c.size, 0,
                              True, collective="alltoall", algorithm=plan.algorithm)
 
@@ -642,9 +642,9 @@ def _alltoall_program(p: int, r: int, counts) -> list:
 def make_barrier(c):
     """The dissemination barrier as a StepLane (no rounds at p = 1)."""
     steps = _barrier_program(c.size, c.rank)
-    if len(steps) > _mpicall.MAX_LANE_STEPS:
+    if len(steps) > _resources.MAX_LANE_STEPS:
         return None
-    return _mpicall.StepLane(c, c.transport, steps, (0,), np.dtype(np.uint8), 0, 0, 0, False,
+    return _lane_move.StepLane(c, c.transport, steps, (0,), np.dtype(np.uint8), 0, 0, 0, False,
                              collective="barrier", algorithm="dissemination")
 
 

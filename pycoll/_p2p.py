@@ -51,7 +51,7 @@ import numpy as np
 from pycoll._comm import MAX_SEGMENT_BYTES
 from pycoll._kernels.reduce import reduce as _reduce
 from pycoll._mpi import mpi
-from pycoll._mpicall import WayChooser
+from pycoll._resources import WayChooser
 from pycoll._pieces import Pieces
 from pycoll._pieces import segments as _segments
 from pycoll.errors import CollectiveTimeout
@@ -94,7 +94,7 @@ class Channel:
         # stage.staged(buf): buf, or its copy on huge pages where sending
         # that is faster; stage.done() after the send, which times the way
         # it went (Notes [Staging sends] and [Choosing the way] in
-        # pycoll/_mpicall.pyx). One per plan: the plan's sends are alike.
+        # pycoll/_resources.pyx). One per plan: the plan's sends are alike.
         self._stage = WayChooser(base._calls)
         self._mpi = mpi()
         self._byte = self._mpi.BYTE

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pycoll import _message, _mpicall, tuning
+from pycoll import _lane_reduce, _message, _resources, tuning
 from pycoll._dtypes import FLOAT32, DType, Op, check_op, dtype_of, op_of
 from pycoll._kernels.copy import block, unpack
 from pycoll._kernels.reduce import convert, scale
@@ -109,7 +109,7 @@ PLAN_CACHE = 4096
 
 
 def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
-    """The C lane of an allreduce, reduce or scan plan (pycoll/_mpicall.pyx),
+    """The C lane of an allreduce, reduce or scan plan (pycoll/_lane_reduce.pyx),
     when the vector is one message of an algorithm written as a schedule
     (scan: _scan_lane); of
     the ring's allreduce, when every chunk is one segment
@@ -121,7 +121,7 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
         return _scan_lane(comm, args, algorithm, module, segment)
     if args.collective not in ("allreduce", "reduce") or comm.transport is None:
         return None
-    # A lane of accumulate="float32" widens: Note [Widened lanes] in _mpicall.pyx.
+    # A lane of accumulate="float32" widens: Note [Widened lanes] in _lane_reduce.pyx.
     if args.n == 0 or comm.size == 1 and args.n <= segment:
         steps = []                          # Note [Empty lanes]; Note [Solo lanes] in _lanes.py
     elif hasattr(module, "chunk_schedule"):
@@ -132,7 +132,7 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
         steps = module.schedule(comm.size, comm.rank, args.root)
     else:
         steps = module.schedule(comm.size, comm.rank)
-    return _mpicall.Lane(comm, comm.transport, steps, args.op.kernel, args.dtype.code,
+    return _lane_reduce.Lane(comm, comm.transport, steps, args.op.kernel, args.dtype.code,
                          args.shape, args.result.numpy, args.n,
                          comm.size if args.op is Op.AVG else 0,
                          args.collective == "allreduce" or comm.rank == args.root,
@@ -140,7 +140,7 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
 
 
 def _scan_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
-    """A scan plan's _mpicall.ScanLane, when the vector is one segment (so
+    """A scan plan's _lane_reduce.ScanLane, when the vector is one segment (so
     that the linear chain sends it as one message, as its schedule does);
     else None. An empty vector keeps only the schedule's SEED (Note [Empty
     lanes] in _lanes.py)."""
@@ -152,7 +152,7 @@ def _scan_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
         steps = [step for step in steps if step[0] == SEED]
     gets_result = r > 0 or not args.exclusive
     divisor = (r if args.exclusive else r + 1) if args.op is Op.AVG else 0
-    return _mpicall.ScanLane(comm, comm.transport, steps, args.op.kernel, args.dtype.code,
+    return _lane_reduce.ScanLane(comm, comm.transport, steps, args.op.kernel, args.dtype.code,
                              args.shape, args.result.numpy, args.n, divisor, gets_result, "scan",
                              algorithm, args.result.code)
 
@@ -167,7 +167,7 @@ def _schedule_without_empty(steps) -> tuple:
 
 
 def _ring_allreduce_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
-    """An allreduce of the ring for _mpicall.ReduceScatterLane (whole), when
+    """An allreduce of the ring for _lane_reduce.ReduceScatterLane (whole), when
     every chunk is one segment (or empty: no message), so that each of its messages
     is one C call as on the general path (Channel.sendrecv_reduce and
     sendrecv); else None. A rank in place receives into the lane's scratch,
@@ -178,9 +178,9 @@ def _ring_allreduce_lane(comm, args: CollArgs, algorithm: str, module, segment: 
     steps = _schedule_without_empty(
         module.chunk_schedule(p, comm.rank, args.n, args.dtype.itemsize))
     sizes = [n for step in steps for n in (step[2][1], step[3][1])]
-    if max(sizes) > min(segment, LANE_MAX_BYTES) or len(steps) > _mpicall.MAX_LANE_STEPS:
+    if max(sizes) > min(segment, LANE_MAX_BYTES) or len(steps) > _resources.MAX_LANE_STEPS:
         return None
-    return _mpicall.ReduceScatterLane(comm, comm.transport, steps, args.op.kernel,
+    return _lane_reduce.ReduceScatterLane(comm, comm.transport, steps, args.op.kernel,
                                       args.dtype.code, args.shape, args.result.numpy, args.n,
                                       p if args.op is Op.AVG else 0, algorithm, whole=True,
                                       result_code=args.result.code)
@@ -188,13 +188,13 @@ def _ring_allreduce_lane(comm, args: CollArgs, algorithm: str, module, segment: 
 
 def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
     """The schedule of the plan's algorithm (the ring or recursive halving)
-    for _mpicall.ReduceScatterLane, when every message is one segment (an
+    for _lane_reduce.ReduceScatterLane, when every message is one segment (an
     empty block sends none); else None."""
     p, r, counts = comm.size, comm.rank, args.counts
     if comm.transport is None:
         return None
     if p == 1:                  # Note [Solo lanes] in _lanes.py: allreduce's lane, x copied
-        return _mpicall.Lane(comm, comm.transport, [], args.op.kernel, args.dtype.code,
+        return _lane_reduce.Lane(comm, comm.transport, [], args.op.kernel, args.dtype.code,
                              args.shape, args.result.numpy, args.n,
                              1 if args.op is Op.AVG else 0, True, "reduce_scatter",
                              algorithm, args.result.code) if args.n <= segment else None
@@ -204,10 +204,10 @@ def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: 
         return None
     else:
         steps = _schedule_without_empty(module.schedule(p, r, counts))
-        if (len(steps) > _mpicall.MAX_LANE_STEPS
+        if (len(steps) > _resources.MAX_LANE_STEPS
                 or max(max(s[2][1], s[3][1]) for s in steps) > min(segment, LANE_MAX_BYTES)):
             return None
-    return _mpicall.ReduceScatterLane(comm, comm.transport, steps, args.op.kernel,
+    return _lane_reduce.ReduceScatterLane(comm, comm.transport, steps, args.op.kernel,
                                       args.dtype.code, args.shape, args.result.numpy,
                                       sum(counts), p if args.op is Op.AVG else 0, algorithm,
                                       result_code=args.result.code)
@@ -245,7 +245,7 @@ def _plan(c: Communicator, key: tuple, build) -> Plan:
 # the name), and a later call under either finds it. The Plan and the lane
 # are a function of the signature and the algorithm alone, so nothing
 # changes but this: a lane times its ways of sending (Note [Choosing the
-# way] in _mpicall.pyx) over every call that runs it. With a Plan each,
+# way] in _resources.pyx) over every call that runs it. With a Plan each,
 # "auto" and its pick settled on their ways apart, and a program that
 # used both paid twice for the settling and the memory. (It did not bring
 # the benchmark's "auto" closer to its pick timed under its own name: that

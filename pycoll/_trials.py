@@ -3,7 +3,7 @@
 Note [Tuning online]: the cost model (pycoll/tuning.py) is calibrated once,
 in one launch, and decides from that. On this shared host the order of two
 algorithms a few tens of percent apart flips between launches (the host's
-modes, Note [Choosing the way] in _mpicall.pyx): MPICH's calibration timed
+modes, Note [Choosing the way] in _resources.pyx): MPICH's calibration timed
 Rabenseifner's allreduce at 4 MiB 25% faster than recursive doubling, and
 three later launches timed recursive doubling 1-25% faster. A choice made
 by measuring, in the launch that runs the calls, follows the machine as it
@@ -44,7 +44,7 @@ import time
 
 import numpy as np
 
-from pycoll import _mpicall, tuning
+from pycoll import _resources, tuning
 
 # A trial's bursts last BURST_SECONDS at the model's time, MIN_BURST to
 # MAX_BURST calls (one call's time is noise here; and at 4 MiB, recursive
@@ -52,7 +52,7 @@ from pycoll import _mpicall, tuning
 # itself, so a burst's first call is not counted). TIMED_ROUNDS rounds are
 # timed after enough untimed ones for SETTLE calls of each candidate (its
 # first call builds its plan, and its lane's first SETTLE calls try each
-# way of sending, Note [Choosing the way] in _mpicall.pyx: timed, they made
+# way of sending, Note [Choosing the way] in _resources.pyx: timed, they made
 # the 4 MiB allreduce's trials pick the slowest of three).
 BURST_SECONDS, MIN_BURST, MAX_BURST, TIMED_ROUNDS = 1e-3, 3, 32, 7
 # Decisions hold for RETUNE_FACTOR times the calls the trials of every
@@ -188,7 +188,7 @@ class AlgorithmTuner:
         seconds = tuning.modelled_time(args.collective, names[0], args.n, p, settings.params,
                                        args.dtype.name)
         burst = int(min(MAX_BURST, max(MIN_BURST, BURST_SECONDS / max(seconds, 1e-9))))
-        warmup = -(-_mpicall.SETTLE // burst)
+        warmup = -(-_resources.SETTLE // burst)
         return Trials(names, warmup + TIMED_ROUNDS, warmup, burst)
 
     def choices(self) -> dict:

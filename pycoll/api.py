@@ -11,7 +11,7 @@ A repeated call with the same dtype, shape and arguments skips straight to
 binding its buffers: at 8 bytes the Python around MPI is most of the time.
 A repeated plain call whose messages each fit a segment goes further: each
 entry point first tries the signature's lane, its messages as C calls
-(``_mpicall.pyx``), which ``_lanes.py`` makes on the signature's first call.
+(``_lane_reduce.pyx``, ``_lane_move.pyx``), which ``_lanes.py`` makes on the signature's first call.
 
 Conventions shared by every collective (DESIGN.md, "Public API"):
 
@@ -41,7 +41,7 @@ from functools import partial
 
 import numpy as np
 
-from pycoll import _header, _lanes, _message, _mpicall, tuning
+from pycoll import _header, _lane_move, _lane_reduce, _lanes, _message, tuning
 from pycoll._async import as_seconds
 from pycoll._comm import CommBase, Settings
 from pycoll._dtypes import BY_NAME, DType, Op, dtype_of, op_of
@@ -55,6 +55,7 @@ from pycoll._plan import (CollArgs, Plan, _alltoall_args, _array, _broadcast_pla
                           _check_sizes, _done, _finish, _gather_args, _in_place, _plan,
                           _reduce_scatter_args, _reduction_args, _result, _rows, _scan_args,
                           _scatter_args, _send_bytes, _work_dtype)
+from pycoll._resources import NOT_TAKEN
 from pycoll._trials import AlgorithmTuner
 from pycoll.algorithms import REGISTRY, Task
 from pycoll.algorithms._shape import same_bytes
@@ -123,15 +124,15 @@ class Communicator(CommBase):
             # the tuner (Note [Tuning online] in _trials.py), an array-like's view
             return allreduce(x, op, self, algorithm, out, accumulate, async_op, timeout)
         if not async_op and self._lane_ready:
-            result = _mpicall.allreduce(self, x, op, algorithm, out, accumulate, timeout)
+            result = _lane_reduce.allreduce(self, x, op, algorithm, out, accumulate, timeout)
             if result is not None:
                 return result
         return _allreduce(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
     def broadcast(self, x, root=0, algorithm="auto", async_op=False, timeout=None):
         if not async_op and self._lane_ready:
-            done = _mpicall.broadcast(self, x, root, algorithm, timeout)
-            if done is not _mpicall.NOT_TAKEN:
+            done = _lane_move.broadcast(self, x, root, algorithm, timeout)
+            if done is not NOT_TAKEN:
                 return done
         return broadcast(x, root, self, algorithm, async_op, timeout)
 
@@ -143,31 +144,31 @@ class Communicator(CommBase):
             # view, a root to check (Note [Equal keys])
             return reduce(x, op, root, self, algorithm, out, accumulate, async_op, timeout)
         if not async_op and self._lane_ready:
-            result = _mpicall.reduce(self, x, op, root, algorithm, out, accumulate, timeout)
-            if result is not _mpicall.NOT_TAKEN:
+            result = _lane_reduce.reduce(self, x, op, root, algorithm, out, accumulate, timeout)
+            if result is not NOT_TAKEN:
                 return result
         return _reduce(self, x, op, root, algorithm, out, accumulate, async_op, timeout)
 
     def gather(self, x, root=0, algorithm="auto", sizes=None, out=None, async_op=False,
                timeout=None):
         if not async_op and self._lane_ready:
-            result = _mpicall.gather(self, x, root, algorithm, out, timeout, sizes)
-            if result is not _mpicall.NOT_TAKEN:
+            result = _lane_move.gather(self, x, root, algorithm, out, timeout, sizes)
+            if result is not NOT_TAKEN:
                 return result
         return gather(x, root, self, algorithm, sizes, out, async_op, timeout)
 
     def scatter(self, x, root=0, algorithm="auto", out=None, async_op=False, timeout=None):
         if not async_op and self._lane_ready:
-            result = _mpicall.scatter(self, x, root, algorithm, out, timeout)
-            if result is not _mpicall.NOT_TAKEN:
+            result = _lane_move.scatter(self, x, root, algorithm, out, timeout)
+            if result is not NOT_TAKEN:
                 return result
         return scatter(x, root, self, algorithm, out, async_op, timeout)
 
     def allgather(self, x, algorithm="auto", sizes=None, out=None, async_op=False,
                   timeout=None):
         if not async_op and self._lane_ready:
-            result = _mpicall.allgather(self, x, algorithm, out, timeout, sizes)
-            if result is not _mpicall.NOT_TAKEN:
+            result = _lane_move.allgather(self, x, algorithm, out, timeout, sizes)
+            if result is not NOT_TAKEN:
                 return result
         return allgather(x, self, algorithm, sizes, out, async_op, timeout)
 
@@ -177,15 +178,15 @@ class Communicator(CommBase):
             # the tuner (Note [Tuning online] in _trials.py), an array-like's view
             return reduce_scatter(x, op, self, algorithm, out, accumulate, async_op, timeout)
         if not async_op and self._lane_ready:
-            result = _mpicall.reduce_scatter(self, x, op, algorithm, out, accumulate, timeout)
+            result = _lane_reduce.reduce_scatter(self, x, op, algorithm, out, accumulate, timeout)
             if result is not None:
                 return result
         return _reduce_scatter(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
     def alltoall(self, x, algorithm="auto", out=None, async_op=False, timeout=None):
         if not async_op and self._lane_ready:
-            result = _mpicall.alltoall(self, x, algorithm, out, timeout)
-            if result is not _mpicall.NOT_TAKEN:
+            result = _lane_move.alltoall(self, x, algorithm, out, timeout)
+            if result is not NOT_TAKEN:
                 return result
         return alltoall(x, self, algorithm, out, async_op, timeout)
 
@@ -320,7 +321,7 @@ def _call(c, name: str, async_op: bool, timeout, prepare, lane=None):
         if lane is not None and async_op and c._lane_ready:
             def queued():
                 result = lane()
-                return run(_deadline(seconds)) if result is _mpicall.NOT_TAKEN else result
+                return run(_deadline(seconds)) if result is NOT_TAKEN else result
             return c._progress.call(queued, name, True)
         return c._progress.call(lambda: run(_deadline(seconds)), name, async_op)
 
@@ -343,7 +344,7 @@ def _call(c, name: str, async_op: bool, timeout, prepare, lane=None):
 # when its turn comes, on the progress thread or on a thread waiting for
 # it (Note [Waiting runs the queue] in _async.py), it tries its lane first,
 # with the caller's arguments, as the blocking call does at once. The
-# lanes of _mpicall.pyx run only in a call's turn (``in_turn``: nothing
+# lanes (_lane_reduce.pyx, _lane_move.pyx) run only in a call's turn (``in_turn``: nothing
 # queued, or this thread running the queue), so a lane never overtakes a
 # queued call, and a queued call on its lane is one. Before, async calls
 # always took the general path, 25-100 us of Python at 8 B on two ranks
@@ -354,7 +355,7 @@ def _call(c, name: str, async_op: bool, timeout, prepare, lane=None):
 
 # Note [Lane views]
 # ~~~~~~~~~~~~~~~~~
-# The lanes (pycoll/_mpicall.pyx) take numpy arrays only. A CPU torch
+# The lanes (pycoll/_lane_*.pyx) take numpy arrays only. A CPU torch
 # tensor, a JAX array or a buffer is read through the numpy view the
 # general path would make of it anyway (_message.as_array, no copy), and
 # that view goes to the lane, and to the general path where the lane
@@ -383,12 +384,12 @@ def _call(c, name: str, async_op: bool, timeout, prepare, lane=None):
 # Each such argument is made what its key expects (an int, a tuple of
 # ints, a bool; a numpy integer or bool becomes one) or refused before a
 # key holds it, inside prepare() (so that in checks mode a rank's bad
-# argument reaches every rank). The lane entries of pycoll/_mpicall.pyx
+# argument reaches every rank). The lane entries of pycoll/_lane_*.pyx
 # take an int root only; the module functions turn a numpy integer root
 # into an int first (_index_root), so that it takes the lanes too, and
 # leave any other root to prepare()'s check. Their sizes= likewise: a
 # list or tuple of Python ints or an integer array becomes the tuple the
-# lane is keyed by (_mpicall.sizes_key), anything else goes to prepare().
+# lane is keyed by (_lane_move.sizes_key), anything else goes to prepare().
 
 
 def _index_root(root):
@@ -430,7 +431,7 @@ def _out_view(out):
     try:
         return _message.as_array(out, "out")
     except (TypeError, ValueError):
-        return _mpicall.NOT_TAKEN
+        return NOT_TAKEN
 
 
 def _lane_result(result, view, out):
@@ -579,8 +580,8 @@ def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
                 lambda name: allreduce(x, op, c, name, out, accumulate, False, timeout))
     if not async_op and c._lane_ready:
         view = x if out is caller_x else _out_view(out)     # in place: x's view is out's
-        if view is not _mpicall.NOT_TAKEN:
-            result = _mpicall.allreduce(c, x, op, algorithm, view, accumulate, timeout)
+        if view is not NOT_TAKEN:
+            result = _lane_reduce.allreduce(c, x, op, algorithm, view, accumulate, timeout)
             if result is not None:
                 return _lane_result(result, view, out)
     return _allreduce(c, x, op, algorithm, out, accumulate, async_op, timeout)
@@ -641,7 +642,7 @@ def broadcast(x, root=0, comm=None, algorithm="auto", async_op=False, timeout=No
     if not async_op and c._lane_ready:
         xa = _lane_view(x)
         done = _broadcast_lane(c, xa, root, algorithm, timeout)
-        if done is not _mpicall.NOT_TAKEN:
+        if done is not NOT_TAKEN:
             return done if xa is x else x       # the caller's x, filled through its view
     lane = _async_broadcast_lane(c, x, root, algorithm, timeout) if async_op else None
     return _broadcast(c, x, root, algorithm, async_op, timeout, lane)
@@ -653,7 +654,7 @@ def _async_broadcast_lane(c, x, root, algorithm, timeout):
 
     def lane():
         done = _broadcast_lane(c, xa, root, algorithm, timeout)
-        return done if done is _mpicall.NOT_TAKEN or xa is x else x
+        return done if done is NOT_TAKEN or xa is x else x
     return lane
 
 
@@ -742,12 +743,12 @@ def _broadcast_lane(c, x, root, algorithm, timeout):
     """A plain broadcast of a numpy array on its lane: x, filled; NOT_TAKEN
     (nothing sent) for any call the lane does not take."""
     if type(root) is not int:
-        return _mpicall.NOT_TAKEN           # prepare() checks it (Note [Equal keys])
-    done = _mpicall.broadcast(c, x, root, algorithm, timeout)
-    if done is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
+        return NOT_TAKEN           # prepare() checks it (Note [Equal keys])
+    done = _lane_move.broadcast(c, x, root, algorithm, timeout)
+    if done is NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
             c, ("broadcast-lane", x.dtype, x.shape, root, algorithm),
             lambda: _lanes.make_broadcast(c, x, root, algorithm, _broadcast_rest)):
-        done = _mpicall.broadcast(c, x, root, algorithm, timeout)
+        done = _lane_move.broadcast(c, x, root, algorithm, timeout)
     return done
 
 
@@ -788,9 +789,9 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
                 ("reduce", x.dtype, x.shape, op_of(op), accumulate, r),
                 lambda: _reduction_args("reduce", c, x, op, "auto", accumulate, root=r),
                 lambda name: reduce(x, op, root, c, name, out, accumulate, False, timeout))
-    if not async_op and c._lane_ready and (view := _out_view(out)) is not _mpicall.NOT_TAKEN:
-        result = _mpicall.reduce(c, x, op, root, algorithm, view, accumulate, timeout)
-        if result is not _mpicall.NOT_TAKEN:
+    if not async_op and c._lane_ready and (view := _out_view(out)) is not NOT_TAKEN:
+        result = _lane_reduce.reduce(c, x, op, root, algorithm, view, accumulate, timeout)
+        if result is not NOT_TAKEN:
             return _lane_result(result, view, out)
     return _reduce(c, x, op, root, algorithm, out, accumulate, async_op, timeout)
 
@@ -818,7 +819,7 @@ def _reduce(c, x, op, root, algorithm, out, accumulate, async_op=False, timeout=
             _finish(a, data, result_data, c.size)
             return _done(result, result_data, writeback, out)
         return _reduction_record("reduce", xa, op, algorithm, accumulate, root=a.root), run
-    lane = partial(_mpicall.reduce, c, x, op, root, algorithm, out, accumulate, timeout) \
+    lane = partial(_lane_reduce.reduce, c, x, op, root, algorithm, out, accumulate, timeout) \
         if async_op else None
     return _call(c, "reduce", async_op, timeout, prepare, lane)
 
@@ -833,11 +834,11 @@ def _gather_record(name, x, sizes, algorithm, **more) -> dict:
 def _allgather_lane(c, x, algorithm, out, timeout, sizes=None):
     """A plain allgather of a numpy array on its lane: the result, or
     NOT_TAKEN (nothing sent) for any call the lane does not take."""
-    result = _mpicall.allgather(c, x, algorithm, out, timeout, sizes)
-    if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _made_with_sizes(
+    result = _lane_move.allgather(c, x, algorithm, out, timeout, sizes)
+    if result is NOT_TAKEN and type(x) is np.ndarray and _made_with_sizes(
             c, ("allgather-lane", x.dtype, x.shape, algorithm), sizes,
             lambda s: _lanes.make_allgather(c, x, algorithm, s)):
-        result = _mpicall.allgather(c, x, algorithm, out, timeout, sizes)
+        result = _lane_move.allgather(c, x, algorithm, out, timeout, sizes)
     return result
 
 
@@ -852,9 +853,9 @@ def _kept_sizes(sizes):
 
 def _made_with_sizes(c, key: tuple, sizes, make) -> bool:
     """_lanes.made for a gather's or allgather's lane: *key* ends with
-    sizes= as the C entry keys it (_mpicall.sizes_key), and make(sizes)
+    sizes= as the C entry keys it (_lane_move.sizes_key), and make(sizes)
     gets the tuple; False, the general path, for sizes it does not key."""
-    tail = _mpicall.sizes_key(sizes)
+    tail = _lane_move.sizes_key(sizes)
     if tail is None:
         return False
     return _lanes.made(c, key + tail, lambda: make(tail[0] if tail else None))
@@ -865,7 +866,7 @@ def _step_lane(c, entry, kind: str, make, x, algorithm, out, timeout):
     C entry, after *make* has made the lane on the signature's first call.
     The result, or NOT_TAKEN (nothing sent)."""
     result = entry(c, x, algorithm, out, timeout)
-    if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
+    if result is NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
             c, (kind, x.dtype, x.shape, algorithm), lambda: make(c, x, algorithm)):
         result = entry(c, x, algorithm, out, timeout)
     return result
@@ -876,12 +877,12 @@ def _gather_lane(c, x, root, algorithm, out, timeout, sizes=None):
     None elsewhere; NOT_TAKEN (nothing sent) for any call the lane does not
     take."""
     if type(root) is not int:
-        return _mpicall.NOT_TAKEN           # prepare() checks it (Note [Equal keys])
-    result = _mpicall.gather(c, x, root, algorithm, out, timeout, sizes)
-    if result is _mpicall.NOT_TAKEN and type(x) is np.ndarray and _made_with_sizes(
+        return NOT_TAKEN           # prepare() checks it (Note [Equal keys])
+    result = _lane_move.gather(c, x, root, algorithm, out, timeout, sizes)
+    if result is NOT_TAKEN and type(x) is np.ndarray and _made_with_sizes(
             c, ("gather-lane", x.dtype, x.shape, root, algorithm), sizes,
             lambda s: _lanes.make_gather(c, x, root, algorithm, s)):
-        result = _mpicall.gather(c, x, root, algorithm, out, timeout, sizes)
+        result = _lane_move.gather(c, x, root, algorithm, out, timeout, sizes)
     return result
 
 
@@ -892,9 +893,9 @@ def _scatter_lane(c, x, root, algorithm, out, timeout):
     NOT_TAKEN (nothing sent) for any call the lane does not take; past the
     header, a call the data lane declines continues on the general path."""
     if type(root) is not int:
-        return _mpicall.NOT_TAKEN           # prepare() checks it (Note [Equal keys])
-    result = _mpicall.scatter(c, x, root, algorithm, out, timeout)
-    if result is not _mpicall.NOT_TAKEN:
+        return NOT_TAKEN           # prepare() checks it (Note [Equal keys])
+    result = _lane_move.scatter(c, x, root, algorithm, out, timeout)
+    if result is not NOT_TAKEN:
         return result
     if c.rank == root:
         ready = type(x) is np.ndarray and _lanes.made(
@@ -904,7 +905,7 @@ def _scatter_lane(c, x, root, algorithm, out, timeout):
         ready = _lanes.made(c, ("scatter-header", root, algorithm),
                             lambda: _lanes.make_scatter_receiver(c, root, algorithm,
                                                                  _scatter_receive))
-    return _mpicall.scatter(c, x, root, algorithm, out, timeout) if ready else result
+    return _lane_move.scatter(c, x, root, algorithm, out, timeout) if ready else result
 
 
 def _scatter_receive(c, receiver, root, algorithm, message, out, tag, deadline):
@@ -929,7 +930,7 @@ def _scatter_receive(c, receiver, root, algorithm, message, out, tag, deadline):
         receiver.expect(word.tobytes(), lane)
         if lane is not None:
             result = lane.run(None, out, deadline or 0.0)
-            if result is not _mpicall.NOT_TAKEN:
+            if result is not NOT_TAKEN:
                 return result
     return _scatter_data(c, root, algorithm, dtype, shape, None, out, deadline)
 
@@ -958,9 +959,9 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_o
     if type(root) is not int:
         root = _index_root(root)            # Note [Equal keys]
     x = _lane_view(x)                       # Note [Lane views]
-    if not async_op and c._lane_ready and (view := _out_view(out)) is not _mpicall.NOT_TAKEN:
+    if not async_op and c._lane_ready and (view := _out_view(out)) is not NOT_TAKEN:
         result = _gather_lane(c, x, root, algorithm, view, timeout, sizes)
-        if result is not _mpicall.NOT_TAKEN:
+        if result is not NOT_TAKEN:
             return _lane_result(result, view, out)
 
     def prepare():
@@ -999,9 +1000,9 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     x = _lane_view(x)                       # Note [Lane views]
-    if not async_op and c._lane_ready and (view := _out_view(out)) is not _mpicall.NOT_TAKEN:
+    if not async_op and c._lane_ready and (view := _out_view(out)) is not NOT_TAKEN:
         result = _allgather_lane(c, x, algorithm, view, timeout, sizes)
-        if result is not _mpicall.NOT_TAKEN:
+        if result is not NOT_TAKEN:
             return _lane_result(result, view, out)
 
     def prepare():
@@ -1044,9 +1045,9 @@ def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, ti
     if type(root) is not int:
         root = _index_root(root)            # Note [Equal keys]
     x = _lane_view(x)                       # Note [Lane views]
-    if not async_op and c._lane_ready and (view := _out_view(out)) is not _mpicall.NOT_TAKEN:
+    if not async_op and c._lane_ready and (view := _out_view(out)) is not NOT_TAKEN:
         result = _scatter_lane(c, x, root, algorithm, view, timeout)
-        if result is not _mpicall.NOT_TAKEN:
+        if result is not NOT_TAKEN:
             return _lane_result(result, view, out)
 
     def prepare():
@@ -1140,8 +1141,8 @@ def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=
                 ("reduce_scatter", x.dtype, x.shape, op_of(op), accumulate),
                 lambda: _reduce_scatter_args(c, x, op, "auto", accumulate),
                 lambda name: reduce_scatter(x, op, c, name, out, accumulate, False, timeout))
-    if not async_op and c._lane_ready and (view := _out_view(out)) is not _mpicall.NOT_TAKEN:
-        result = _mpicall.reduce_scatter(c, x, op, algorithm, view, accumulate, timeout)
+    if not async_op and c._lane_ready and (view := _out_view(out)) is not NOT_TAKEN:
+        result = _lane_reduce.reduce_scatter(c, x, op, algorithm, view, accumulate, timeout)
         if result is not None:
             return _lane_result(result, view, out)
     return _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op, timeout)
@@ -1188,9 +1189,9 @@ def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=N
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     x = _lane_view(x)                       # Note [Lane views]
-    if not async_op and c._lane_ready and (view := _out_view(out)) is not _mpicall.NOT_TAKEN:
+    if not async_op and c._lane_ready and (view := _out_view(out)) is not NOT_TAKEN:
         result = _alltoall_lane(c, x, algorithm, view, timeout)
-        if result is not _mpicall.NOT_TAKEN:
+        if result is not NOT_TAKEN:
             return _lane_result(result, view, out)
 
     def prepare():
@@ -1215,7 +1216,7 @@ def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=N
 def _alltoall_lane(c, x, algorithm, out, timeout):
     """A plain alltoall of a numpy array on its lane: the result, or
     NOT_TAKEN (nothing sent) for any call the lane does not take."""
-    return _step_lane(c, _mpicall.alltoall, "alltoall-lane", _lanes.make_alltoall, x, algorithm,
+    return _step_lane(c, _lane_move.alltoall, "alltoall-lane", _lanes.make_alltoall, x, algorithm,
                       out, timeout)
 
 
@@ -1234,9 +1235,9 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     x = _lane_view(x)                       # Note [Lane views]
-    if not async_op and c._lane_ready and (view := _out_view(out)) is not _mpicall.NOT_TAKEN:
-        result = _mpicall.scan(c, x, op, exclusive, algorithm, view, accumulate, timeout)
-        if result is not _mpicall.NOT_TAKEN:
+    if not async_op and c._lane_ready and (view := _out_view(out)) is not NOT_TAKEN:
+        result = _lane_reduce.scan(c, x, op, exclusive, algorithm, view, accumulate, timeout)
+        if result is not NOT_TAKEN:
             return _lane_result(result, view, out)
 
     def prepare():
@@ -1254,7 +1255,7 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
             # mode, an async call): it has no deadline to keep.
             if deadline is None and plan.lane is not None and (empty or writeback is None):
                 done = plan.lane.take(xa, None if empty else result)
-                if done is not _mpicall.NOT_TAKEN:
+                if done is not NOT_TAKEN:
                     return done
             send = _send_bytes(c, a, xa)
             if not empty and np.may_share_memory(send, result_data):
@@ -1268,7 +1269,7 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
             _finish(a, mine, result_data, c.rank if a.exclusive else c.rank + 1)
             return _done(result, result_data, writeback, out)
         return _reduction_record("scan", xa, op, algorithm, accumulate, exclusive=a.exclusive), run
-    lane = partial(_mpicall.scan, c, x, op, exclusive, algorithm, out, accumulate, timeout) \
+    lane = partial(_lane_reduce.scan, c, x, op, exclusive, algorithm, out, accumulate, timeout) \
         if async_op else None
     return _call(c, "scan", async_op, timeout, prepare, lane)
 
@@ -1278,16 +1279,16 @@ def barrier(comm=None, async_op=False, timeout=None):
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if not async_op and c._lane_ready:
         done = _barrier_lane(c, timeout)
-        if done is not _mpicall.NOT_TAKEN:
+        if done is not NOT_TAKEN:
             return done
     return _barrier(c, async_op, timeout)
 
 
 def _barrier_lane(c, timeout):
-    done = _mpicall.barrier(c, timeout)
-    if done is _mpicall.NOT_TAKEN and _lanes.made(c, ("barrier-lane",),
+    done = _lane_move.barrier(c, timeout)
+    if done is NOT_TAKEN and _lanes.made(c, ("barrier-lane",),
                                                  lambda: _lanes.make_barrier(c)):
-        done = _mpicall.barrier(c, timeout)
+        done = _lane_move.barrier(c, timeout)
     return done
 
 

@@ -188,7 +188,7 @@ for _algorithms in DEFAULT_PARAMS["algorithms"].values():
 # Note [Scan's terms]
 # ~~~~~~~~~~~~~~~~~~~
 # scan has no performance target and no calibration: its terms are set
-# here by hand. Since its lane (ScanLane in _mpicall.pyx), a repeated 8 B
+# here by hand. Since its lane (ScanLane in _lane_reduce.pyx), a repeated 8 B
 # scan at p = 2 took 2.7 us on the linear chain (one message) and 3.5 us
 # by recursive doubling (an exchange) on MPICH, 2.8 and 3.2 us on Open
 # MPI; at 16 KiB-1 MiB the chain was 1.05-1.13x faster, as it sends and
@@ -231,7 +231,7 @@ def pack_beta(params, nbytes: int) -> float:
 # the time of the same arrays on huge pages (MPICH 1393-1454 against
 # 720-746 us, Open MPI 1511-1737 against 729-765), and the model, blind
 # to pages, chose pieces where one call per array (whose sends the lanes
-# stage, Note [Staging sends] in pycoll/_mpicall.pyx) was faster in
+# stage, Note [Staging sends] in pycoll/_resources.pyx) was faster in
 # every launch. The model
 # now adds SMALL_PAGE_BETA per byte on the wire, for the share of a
 # bucket above HUGE that lies on small pages on some rank (agreed with

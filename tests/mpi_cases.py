@@ -690,7 +690,7 @@ def group_settings(run):
 
 def group_lane(run):
     """Repeated calls: the second call of a signature runs in the C lane
-    (pycoll/_mpicall.pyx) when it applies; every call must agree with the
+    (pycoll/_lane_reduce.pyx, pycoll/_lane_move.pyx) when it applies; every call must agree with the
     oracle and across ranks, whichever path took it."""
     comm, p, r = run.comm, run.p, run.r
     lanes = 0
@@ -1011,10 +1011,11 @@ def alltoall_lane_cases(run):
 
 
 def entries_take_plain_calls(run):
-    """The C entries of pycoll/_mpicall.pyx themselves take a repeated,
+    """The C entries of pycoll/_lane_move.pyx themselves take a repeated,
     plain call once its lane exists (a lane that always declined would
     leave every result right, through the general path, and gain nothing)."""
-    from pycoll import _mpicall
+    from pycoll import _lane_move
+    from pycoll._resources import NOT_TAKEN
 
     comm, p, r = run.comm, run.p, run.r
     if comm.transport is None or p < 2:
@@ -1023,23 +1024,23 @@ def entries_take_plain_calls(run):
     everyone = np.concatenate([np.arange(3.0) + 10 * i for i in range(p)])
     root_data = np.arange(3.0) + 10 * (p - 1)
     calls = [("broadcast", lambda: comm.broadcast(x.copy(), root=p - 1, algorithm="binomial"),
-              lambda: _mpicall.broadcast(comm, x.copy(), p - 1, "binomial"), root_data),
+              lambda: _lane_move.broadcast(comm, x.copy(), p - 1, "binomial"), root_data),
              ("gather", lambda: comm.gather(x, root=0),
-              lambda: _mpicall.gather(comm, x, 0, "auto", None), everyone if r == 0 else None),
+              lambda: _lane_move.gather(comm, x, 0, "auto", None), everyone if r == 0 else None),
              ("allgather", lambda: comm.allgather(x, algorithm="ring"),
-              lambda: _mpicall.allgather(comm, x, "ring", None), everyone),
+              lambda: _lane_move.allgather(comm, x, "ring", None), everyone),
              ("recursive doubling allgather", lambda: comm.allgather(x, algorithm="recursive_doubling"),
-              lambda: _mpicall.allgather(comm, x, "recursive_doubling", None), everyone),
+              lambda: _lane_move.allgather(comm, x, "recursive_doubling", None), everyone),
              ("scatter", lambda: comm.scatter(everyone if r == 0 else None, root=0),
-              lambda: _mpicall.scatter(comm, everyone if r == 0 else None, 0, "auto", None),
+              lambda: _lane_move.scatter(comm, everyone if r == 0 else None, 0, "auto", None),
               np.arange(3.0) + 10 * r),
              ("alltoall", lambda: comm.alltoall(everyone),
-              lambda: _mpicall.alltoall(comm, everyone, "auto", None),
+              lambda: _lane_move.alltoall(comm, everyone, "auto", None),
               np.concatenate([np.arange(3.0) + 10 * r] * p))]
     for name, first, entry, want in calls:
         first()                                     # makes the lane
         got = entry()
-        assert got is not _mpicall.NOT_TAKEN, f"the {name} lane declined a plain call"
+        assert got is not NOT_TAKEN, f"the {name} lane declined a plain call"
         if want is None:
             assert got is None, name
         else:
@@ -1517,7 +1518,7 @@ def inline_scatter_cases(run):
 
 
 def reduce_lane_cases(run):
-    """The reduce lane (Lane in pycoll/_mpicall.pyx on reduce_binomial's
+    """The reduce lane (Lane in pycoll/_lane_reduce.pyx on reduce_binomial's
     schedule) beside the general path: repeated reduces of every (op,
     dtype) to several roots; a root that must take the general path (a
     strided out) while the others take the lane; off the root, out is
@@ -1563,7 +1564,7 @@ def reduce_lane_cases(run):
 
 
 def scan_lane_cases(run):
-    """The scan lane (ScanLane in pycoll/_mpicall.pyx, on each algorithm's
+    """The scan lane (ScanLane in pycoll/_lane_reduce.pyx, on each algorithm's
     schedule) beside the general path: repeated scans of every (op,
     dtype), inclusive and exclusive; in the same calls, odd ranks on the
     general path (a strided out) or with a deadline while even ones take
@@ -1646,7 +1647,7 @@ def scan_lane_cases(run):
 
 def widened_lane_cases(run):
     """accumulate="float32" on the lanes (Note [Widened lanes] in
-    pycoll/_mpicall.pyx): allreduce (the ring too), reduce, reduce_scatter
+    pycoll/_lane_reduce.pyx): allreduce (the ring too), reduce, reduce_scatter
     and scan of float16 and bfloat16, SUM and AVG, round once at the end,
     on the lane and on the
     general path (a strided out, in the same signature) to the same bits,
@@ -1730,12 +1731,12 @@ def widened_lane_cases(run):
 
 def group_staging(run):
     """Sends of 256 KiB-8 MiB from inputs on 4 KiB pages go out of a copy
-    on huge pages (Note [Staging sends] in pycoll/_mpicall.pyx): every
+    on huge pages (Note [Staging sends] in pycoll/_resources.pyx): every
     algorithm of every collective gives the same bits with staging on and
     off, on the lanes (repeated calls) and the general path alike, and
     leaves the input as it was."""
     from pycoll._memory import empty_small_pages
-    from pycoll._mpicall import huge_page_bytes, set_staging
+    from pycoll._resources import huge_page_bytes, set_staging
 
     comm, p, r = run.comm, run.p, run.r
     can_tell = huge_page_bytes(np.ones(1)) is not None
@@ -1801,7 +1802,7 @@ def group_staging(run):
         run.count += 1
 
 
-# Every way of sending (Note [Choosing the way] in pycoll/_mpicall.pyx),
+# Every way of sending (Note [Choosing the way] in pycoll/_resources.pyx),
 # and "auto" twice, so that its lanes are past the first calls and choose.
 STAGING_MODES = ("copy", "off", "stream", "auto", "auto", "copy")
 
@@ -1840,7 +1841,7 @@ def staging_data_movement(run):
     every algorithm, blocks of 256 KiB and more from numpy arrays on 4 KiB
     pages, the same results with staging on and off, inputs untouched."""
     from pycoll._memory import empty_small_pages
-    from pycoll._mpicall import set_staging
+    from pycoll._resources import set_staging
 
     comm, p, r = run.comm, run.p, run.r
     count = 70_000 * p                               # p blocks of 70,000 float32
@@ -1886,7 +1887,7 @@ def staging_data_movement(run):
 
 def ring_allreduce_lane_cases(run):
     """The ring's allreduce lane (ReduceScatterLane, whole, in
-    pycoll/_mpicall.pyx) beside the general path: every (op, dtype) on
+    pycoll/_lane_reduce.pyx) beside the general path: every (op, dtype) on
     uneven chunks, out of place and in place; some ranks on the general
     path (a strided out) while the others take the lane; the lane's bits
     against the general path's with NaN payloads naming the rank; once
@@ -1957,7 +1958,7 @@ def ring_allreduce_lane_cases(run):
 
 
 def reduce_scatter_lane_cases(run):
-    """The reduce_scatter lane (ReduceScatterLane in pycoll/_mpicall.pyx)
+    """The reduce_scatter lane (ReduceScatterLane in pycoll/_lane_reduce.pyx)
     beside the general path: repeated calls of every (op, dtype) with
     uneven blocks; the same bits as the general path (a call with a
     timeout) with NaN payloads naming the rank, which show swapped
@@ -2765,7 +2766,7 @@ def fusion_pages(run, fm, large):
     bucket of empty arrays alone takes none of the next bucket's flags."""
     from pycoll import tuning
     from pycoll._memory import empty_small_pages
-    from pycoll._mpicall import huge_page_bytes
+    from pycoll._resources import huge_page_bytes
     from pycoll.fusion.manager import Joins
 
     p, r = run.p, run.r

@@ -1,12 +1,12 @@
 """A communicator's tag counter and scratch (CallResources in
-pycoll/_mpicall.pyx), which the C lanes and the general path share; run
+pycoll/_resources.pyx), which the C lanes and the general path share; run
 without MPI."""
 import numpy as np
 import pytest
 
 import pycoll
 from pycoll._memory import HUGE_PAGE, empty_small_pages
-from pycoll._mpicall import CallResources, huge_page_bytes, set_staging
+from pycoll._resources import CallResources, huge_page_bytes, set_staging
 
 
 def test_tags_count_up_and_wrap_after_tag_ub():
@@ -39,7 +39,7 @@ def test_clear_releases_every_buffer():
         assert new.shape == (64,) and not np.shares_memory(new, old), slot
 
 
-# Note [Staging sends] in pycoll/_mpicall.pyx: a send of 256 KiB to 8 MiB
+# Note [Staging sends] in pycoll/_resources.pyx: a send of 256 KiB to 8 MiB
 # from a buffer mostly on 4 KiB pages goes out of a copy on huge pages.
 STAGE_FROM, STAGE_UP_TO = 256 << 10, 8 << 20
 CAN_TELL = huge_page_bytes(np.ones(1)) is not None
@@ -111,7 +111,7 @@ def test_auto_takes_the_fastest_way_and_keeps_checking_the_others():
     with every EXPLORE-th call and the next trying one of the three in
     turn; a change of the host's mode (here at call 200) moves the choice
     within a few explorations."""
-    from pycoll._mpicall import EXPLORE, _ways_chosen
+    from pycoll._resources import EXPLORE, _ways_chosen
 
     fast = {0: 80e-6, 1: 50e-6, 2: 105e-6}       # as is, copy, stream (the fast mode)
     slow = {0: 85e-6, 1: 165e-6, 2: 68e-6}       # the slow mode
@@ -135,7 +135,7 @@ def test_the_first_call_after_a_change_of_way_is_not_counted():
     is after copied calls took 68 us, the next 36, every copied one 65).
     From call 100 on, as is is the fastest way; an exploration timed by its
     first call alone read it slower than the copy and never switched."""
-    from pycoll._mpicall import EXPLORE, _ways_chosen
+    from pycoll._resources import EXPLORE, _ways_chosen
 
     before = {0: 80e-6, 1: 50e-6, 2: 105e-6}     # as is, copy, stream
     after = {0: 36e-6, 1: 65e-6, 2: 85e-6}
@@ -163,7 +163,7 @@ def test_ranks_that_settled_apart_find_the_way_together():
     own choice only ever timed mixed pairs, and the two stayed apart
     (Note [Choosing the way]); explorations of the same way on both ranks
     bring them together within three."""
-    from pycoll._mpicall import EXPLORE, _ways_chosen
+    from pycoll._resources import EXPLORE, _ways_chosen
 
     alone = {"off": 30e-6, "copy": 70e-6, "stream": 85e-6}
 

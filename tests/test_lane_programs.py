@@ -15,10 +15,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pycoll import _lanes, _mpicall
+from pycoll import _lane_move, _lanes
 
-KIND = {code: name for name, code in _mpicall.STEP.items()}
-BUFFER = {code: name for name, code in _mpicall.BUFFER.items()}
+KIND = {code: name for name, code in _lane_move.STEP.items()}
+BUFFER = {code: name for name, code in _lane_move.BUFFER.items()}
 PS = range(2, 13)                           # at p = 1 every lane is a copy (Note [Solo lanes])
 
 

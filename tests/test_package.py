@@ -30,7 +30,8 @@ def test_an_unbuilt_source_tree_says_so(tmp_path):
     assert out.returncode != 0
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: pycoll is imported from " + str(tmp_path / "pycoll")), last
-    assert "pycoll._mpicall, pycoll._kernels.copy, pycoll._kernels.reduce" in last, last
+    assert ("pycoll._mpicall, pycoll._resources, pycoll._lane_reduce, pycoll._lane_move, "
+            "pycoll._kernels.copy, pycoll._kernels.reduce") in last, last
     assert "are not built" in last and "pip install -e ." in last, last
 
 

@@ -1,5 +1,5 @@
 """The reduce_scatter lane's schedules (the ring's and recursive halving's
-``schedule``, read by ReduceScatterLane in pycoll/_mpicall.pyx), run
+``schedule``, read by ReduceScatterLane in pycoll/_lane_reduce.pyx), run
 without MPI at every p up to 33.
 
 Each rank's steps run as the lane runs them: a step posts its send, then

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pycoll import _mpicall, _trials, tuning
+from pycoll import _resources, _trials, tuning
 from pycoll._comm import Settings
 from pycoll._trials import AlgorithmTuner, Trials
 from pycoll.algorithms import ALGORITHMS
@@ -121,7 +121,7 @@ def test_the_tuner_tries_the_candidates_then_keeps_the_fastest():
     assert ran[trials.length():] == [names[1]] * 10
     assert len(agreed) == 1 and tuner.choices() == {"key": names[1]}
     # every candidate settles its lane's ways before it is timed
-    assert trials.warmup * trials.burst >= _mpicall.SETTLE
+    assert trials.warmup * trials.burst >= _resources.SETTLE
 
 
 def test_decisions_are_tried_again_after_many_calls(monkeypatch):

@@ -226,7 +226,7 @@ def stream_copy(out, buffer):
     """*out* = *buffer* (contiguous, the same number of bytes), written with
     non-temporal stores that leave nothing in this core's caches (stream.c):
     how a staged send may fill its stage (Note [Choosing the way] in
-    pycoll/_mpicall.pyx). Returns the number of bytes copied."""
+    pycoll/_resources.pyx). Returns the number of bytes copied."""
     cdef Py_buffer vb, vo
     acquire(out, &vo, True, False, "out")
     try:

@@ -40,7 +40,7 @@ cdef extern from "kernels.h" nogil:
     int pycoll_set_half_isa(const char *name) noexcept
 
 
-# For other extension modules (pycoll/_mpicall.pyx): the C loops live in
+# For other extension modules (pycoll/_lane_reduce.pyx): the C loops live in
 # this module's shared object, so they are reached through these functions,
 # which Cython exports with the module.
 cdef pycoll_binary_loop loop_for(int op, int dtype) noexcept nogil

@@ -15,7 +15,7 @@ input (``send``) and lives in ``data`` from its first reduction or receipt;
 a rank whose last step is a SEND (off a reduce's root) ends with no result.
 
 A scan keeps two values, the partial and the result (the prefix so far),
-and its schedule (ScanLane in pycoll/_mpicall.pyx) reads the same kinds
+and its schedule (ScanLane in pycoll/_lane_reduce.pyx) reads the same kinds
 with one more:
 
     (SEED, -1)                     the result starts as the input (inclusive)
@@ -26,7 +26,7 @@ with one more:
     (SEND, peer)                   send the partial on
 
 Two interpreters run a schedule: ``execute`` below with the Channel's
-segmented primitives, at any size; and pycoll/_mpicall.pyx, in C, when the
+segmented primitives, at any size; and pycoll/_lane_reduce.pyx, in C, when the
 vector is one segment (the small-message lane). Both read the same
 schedule, so the algorithm exists once.
 """
@@ -37,7 +37,7 @@ from pycoll._p2p import lands_in
 SEND, RECV, RECV_REDUCE, EXCHANGE, SEED = 0, 1, 2, 3, 4
 
 # A reduce_scatter's steps cut the vector, so its lane (ReduceScatterLane in
-# pycoll/_mpicall.pyx) reads another form, made by the algorithm's
+# pycoll/_lane_reduce.pyx) reads another form, made by the algorithm's
 # schedule(p, r, counts): per step (dest, source, (lo, bytes) sent,
 # (lo, bytes) received, flags), dest or source -1 where that half is not
 # done, and the flags below. The step reduces the received range with this

@@ -26,7 +26,7 @@ def reduce_bytes(n, p):
 def schedule(p, r, exclusive):
     """This rank's steps (pycoll/algorithms/_schedule.py) when the vector is
     one segment: run()'s messages, for the lane (ScanLane in
-    pycoll/_mpicall.pyx)."""
+    pycoll/_lane_reduce.pyx)."""
     steps = [] if exclusive else [(SEED, -1)]
     if r > 0:
         steps.append((RECV_REDUCE, r - 1, True))

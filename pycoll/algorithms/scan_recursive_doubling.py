@@ -28,7 +28,7 @@ def reduce_bytes(n, p):
 
 def schedule(p, r, exclusive):
     """This rank's steps (pycoll/algorithms/_schedule.py), read by run() and
-    by the lane (ScanLane in pycoll/_mpicall.pyx)."""
+    by the lane (ScanLane in pycoll/_lane_reduce.pyx)."""
     steps = [] if exclusive else [(SEED, -1)]
     mask = 1
     while mask < p:

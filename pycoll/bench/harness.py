@@ -424,7 +424,7 @@ def measure_all(spec, benches, cases, comm, native, MPI, args, tuned_comm=None) 
     its own warm-up asked for, and the first case at each size to use a
     plan ("auto", listed before the algorithm it runs) warmed up through
     the plan's first calls, which try every way of sending (Note [Choosing
-    the way] in pycoll/_mpicall.pyx): on MPICH at p = 2 its rounds held 4
+    the way] in pycoll/_resources.pyx): on MPICH at p = 2 its rounds held 4
     calls at 1 MiB against the same algorithm's 13-16 under its own name,
     and "auto" read 1.02-1.24x that algorithm's time (median 1.13) in the
     nine launches of reduce, allgather and broadcast of a report made

@@ -101,7 +101,7 @@ from pycoll._async import Handle, as_seconds
 from pycoll._dtypes import Op, check_op, dtype_of, op_of
 from pycoll._kernels.copy import PackPlan, block
 from pycoll._memory import empty
-from pycoll._mpicall import huge_page_bytes
+from pycoll._resources import huge_page_bytes
 from pycoll._pieces import follows, joined_views
 from pycoll._trials import Trials
 from pycoll.fusion.buckets import assign_buckets

@@ -1,0 +1,60 @@
+# The C calls into MPI (pycoll/_mpicall.pyx), for the lanes that cimport
+# them: a Transport's handle and status area; one message or a pair of
+# them, by a deadline or not (Note [Lane deadlines]); the error a lane call
+# raises (check_lane). The MPI functions themselves stay private to
+# _mpicall: every call goes through these.
+
+from libc.stdint cimport intptr_t
+from libc.string cimport memcpy
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+ctypedef intptr_t handle_t
+
+cdef enum:
+    TIMED_OUT = -1          # not an MPI error code (those are >= 0)
+
+
+cdef class Transport:
+    cdef handle_t comm
+    cdef char status[64]    # larger than either library's MPI_Status
+
+
+cdef int exchange(const char *sbuf, int sn, int dest, char *rbuf, int rn, int source, int tag,
+                  handle_t comm, void *status, double deadline, int *stuck) noexcept nogil
+cdef int exchange_copying(const char *sbuf, int sn, int dest, char *rbuf, int rn, int source,
+                          int tag, handle_t comm, void *status, char *copy, const char *original,
+                          double deadline, int *stuck) noexcept nogil
+cdef int send_by(const char *buf, int n, int dest, int tag, handle_t comm, void *status,
+                 double deadline, int *stuck) noexcept nogil
+cdef int recv_by(char *buf, int n, int source, int tag, handle_t comm, void *status,
+                 double deadline, int *stuck) noexcept nogil
+cdef int received_bytes(void *status, int *count) noexcept nogil
+
+cdef int lane_failed(int rc, str what, base, int peer, collective, algorithm, int step,
+                     int steps, double started) except -1
+cdef double lane_deadline(comm, timeout) except? -1.0
+
+
+cdef inline double monotonic() noexcept nogil:
+    """CLOCK_MONOTONIC in seconds, the clock of Python's time.monotonic on Linux."""
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <double>ts.tv_sec + <double>ts.tv_nsec * 1e-9
+
+
+cdef inline int check_lane(int rc, str what, base, int peer, collective, algorithm, int step,
+                           int steps, double started) except -1:
+    """Raise unless a lane call's *rc* is 0: *what* names the call in a
+    TransportError; *base*, *peer*, *collective*, *algorithm*, *step* of
+    *steps* and the call's *started* time in a CollectiveTimeout (Note
+    [Lane deadlines])."""
+    if rc != 0:
+        lane_failed(rc, what, base, peer, collective, algorithm, step, steps, started)
+    return 0
+
+
+cdef inline void copy_apart(char *dst, const char *src, Py_ssize_t n) noexcept nogil:
+    """memcpy, but for a span onto itself (x in its own block of out)."""
+    if dst != src:
+        memcpy(dst, src, n)
+
