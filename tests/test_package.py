@@ -2,6 +2,7 @@
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,29 @@ def test_an_unbuilt_source_tree_says_so(tmp_path):
     assert ("pycoll._mpicall, pycoll._resources, pycoll._lane_reduce, pycoll._lane_move, "
             "pycoll._kernels.copy, pycoll._kernels.reduce") in last, last
     assert "are not built" in last and "pip install -e ." in last, last
+
+
+def test_the_sdist_carries_what_a_build_needs(tmp_path):
+    """An sdist holds every Cython module, .pxd and hand-written C file the
+    build compiles, and none of the C that Cython generates (MANIFEST.in)."""
+    root = Path(pycoll.__file__).parent.parent
+    if not (root / "setup.py").exists():
+        pytest.skip("pycoll is not imported from a source tree")
+    # egg_info in tmp_path: an old SOURCES.txt in the tree would add its files.
+    out = subprocess.run([sys.executable, "setup.py", "-q", "egg_info", "-e", str(tmp_path),
+                          "sdist", "-d", str(tmp_path)],
+                         cwd=root, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    (tarball,) = tmp_path.glob("*.tar.gz")
+    with tarfile.open(tarball) as tar:
+        shipped = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    sources = {str(path.relative_to(root)) for pattern in
+               ("pycoll/*.pyx", "pycoll/*.pxd", "pycoll/_kernels/*.pyx", "pycoll/_kernels/*.pxd",
+                "pycoll/_kernels/src/*.c", "pycoll/_kernels/src/*.h") for path in root.glob(pattern)}
+    assert len(sources) > 10 and "pycoll/_lane_move.pyx" in sources, sorted(sources)
+    assert not sources - shipped, f"missing from the sdist: {sorted(sources - shipped)}"
+    generated = {name for name in shipped if name.endswith(".c") and "/src/" not in name}
+    assert not generated, f"generated C in the sdist: {sorted(generated)}"
 
 
 def test_every_algorithm_module_has_the_interface():
