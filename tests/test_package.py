@@ -1,4 +1,6 @@
 """Package hygiene and the algorithms' interface, no MPI launch."""
+import ast
+import importlib
 import shutil
 import subprocess
 import sys
@@ -57,6 +59,43 @@ def test_the_sdist_carries_what_a_build_needs(tmp_path):
     assert not sources - shipped, f"missing from the sdist: {sorted(sources - shipped)}"
     generated = {name for name in shipped if name.endswith(".c") and "/src/" not in name}
     assert not generated, f"generated C in the sdist: {sorted(generated)}"
+
+
+EXTENSIONS = ("pycoll._mpicall", "pycoll._resources", "pycoll._lane_reduce", "pycoll._lane_move",
+              "pycoll._kernels.copy", "pycoll._kernels.reduce")
+
+
+def stub_members(nodes) -> set:
+    """The names a .pyi body declares: functions, classes and annotated names."""
+    names = set()
+    for node in nodes:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.AnnAssign):
+            names.add(node.target.id)
+    return names
+
+
+@pytest.mark.parametrize("name", EXTENSIONS)
+def test_each_extension_has_a_stub_that_matches_it(name):
+    """Beside each Cython module, a .pyi for type checkers: every name it
+    declares exists, and every public function and class the module defines
+    (not one it imports) is declared, with each class's public methods."""
+    module = importlib.import_module(name)
+    stub = Path(module.__file__).parent / (name.rsplit(".", 1)[1] + ".pyi")
+    tree = ast.parse(stub.read_text())
+    declared = stub_members(tree.body)
+    assert not {n for n in declared if not hasattr(module, n)}, f"{stub.name} declares names {name} lacks"
+    own = {n for n, v in vars(module).items()
+           if not n.startswith("_") and callable(v) and getattr(v, "__module__", None) == name}
+    assert own <= declared, f"{stub.name} lacks {sorted(own - declared)}"
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            cls = getattr(module, node.name)
+            members = stub_members(node.body) - {"__init__"}
+            public = {n for n in vars(cls) if not n.startswith("_")}
+            assert public <= members, f"{stub.name}: {node.name} lacks {sorted(public - members)}"
+            assert all(hasattr(cls, n) for n in members), f"{stub.name}: {node.name} {members}"
 
 
 def test_every_algorithm_module_has_the_interface():
