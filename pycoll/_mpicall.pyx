@@ -84,7 +84,8 @@ cdef handle_t BYTE = 0
 cdef bint LOADED = False
 
 class TransportError(RuntimeError):
-    """The C calls cannot be used with this MPI library."""
+    """The C calls cannot be used with this MPI library (Transport), or an
+    MPI call from C returned an error (check, check_lane)."""
 
 
 def _handle(obj) -> int:
