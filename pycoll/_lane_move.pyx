@@ -22,9 +22,9 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 
 import numpy as np
 
-from pycoll._mpicall cimport (Transport, check_lane, copy_apart, exchange,
-                              exchange_copying, handle_t, lane_deadline, monotonic,
-                              received_bytes, recv_by, send_by)
+from pycoll._mpicall cimport (Arrival, Transport, check_arrival, check_lane, copy_apart,
+                              exchange, exchange_copying, handle_t, lane_deadline, monotonic,
+                              note_arrival, received_bytes, recv_by, send_by)
 from pycoll._resources cimport (MAX_STEPS, SLOT_WORK, CallResources, Operands, Stage,
                                 StagedSends, Ways, in_turn, lane_output, release_operands,
                                 settle, staged, take_operands)
@@ -91,6 +91,7 @@ cdef class StepLane(StagedSends):
     cdef Py_ssize_t xbytes, outbytes, workbytes, align, largest_send, own_at
     cdef bint has_result
     cdef int nsteps, stuck_peer, stuck_step
+    cdef Arrival arrival
     cdef int kind[MAX_STEPS]
     cdef int dest[MAX_STEPS]
     cdef int source[MAX_STEPS]
@@ -175,6 +176,8 @@ cdef class StepLane(StagedSends):
             if rc != 0:
                 self.stuck_step = i
                 return rc
+            if rb != NULL:
+                note_arrival(&self.arrival, status, <int>self.rn[i], self.source[i], i + 1)
         return 0
 
     cdef object call(self, x, out, int tag=-1, double deadline=0.0):
@@ -208,6 +211,7 @@ cdef class StepLane(StagedSends):
             stage_held = self.calls.stage(ways, self.largest_send, &st)
             if tag < 0:
                 tag = self.calls.next_tag()
+            self.arrival.step = 0
             with nogil:
                 if deadline > 0.0:
                     started = monotonic()
@@ -217,6 +221,7 @@ cdef class StepLane(StagedSends):
             release_operands(&o)
         check_lane(rc, "the lane", self.base, self.stuck_peer, self.collective, self.algorithm,
                    self.stuck_step, self.nsteps, started)
+        check_arrival(&self.arrival, self.base, self.collective, self.algorithm, self.nsteps)
         return result
 
     def run(self, x, out, double deadline=0.0):

@@ -23,8 +23,8 @@ import numpy as np
 
 from pycoll._kernels.reduce cimport (convert_buffer, pycoll_binary_loop, itemsize_of, loop_for,
                                      scale_buffer)
-from pycoll._mpicall cimport (Transport, check_lane, exchange, handle_t, lane_deadline,
-                              monotonic)
+from pycoll._mpicall cimport (Arrival, Transport, check_arrival, check_lane, exchange, handle_t,
+                              lane_deadline, monotonic, note_arrival)
 from pycoll._resources cimport (MAX_STEPS, SLOT_LANE, SLOT_OUTPUT, SLOT_WORK, CallResources,
                                 Operands, Stage, StagedSends, Ways, in_turn, lane_output,
                                 release_operands, settle, staged, take_operands)
@@ -88,6 +88,7 @@ cdef class Lane(StagedSends):
     cdef readonly object algorithm     # _plan.py, Note [One plan per algorithm]
     cdef pycoll_binary_loop loop
     cdef int code, result_code, nsteps, divisor, stuck_peer, stuck_step
+    cdef Arrival arrival
     cdef bint gets_result, sends
     cdef double deadline
     cdef Py_ssize_t nbytes, xbytes, count, align, room
@@ -127,11 +128,15 @@ cdef class Lane(StagedSends):
         self.calls = base._calls
 
     cdef int transfer(self, const char *sbuf, char *rbuf, int peer, int n, int tag,
-                      handle_t comm) noexcept nogil:
-        """One step's messages with *peer*: a send (rbuf NULL), a receive
-        (sbuf NULL) or both; by the call's deadline when it has one."""
-        return exchange(sbuf, n, peer, rbuf, n, peer, tag, comm, self.transport.status,
-                        self.deadline, &self.stuck_peer)
+                      handle_t comm, int step) noexcept nogil:
+        """Step *step*'s messages with *peer*: a send (rbuf NULL), a receive
+        (sbuf NULL) or both; by the call's deadline when it has one. A
+        receive notes its length (Note [Short messages] in _p2p.py)."""
+        cdef int rc = exchange(sbuf, n, peer, rbuf, n, peer, tag, comm, self.transport.status,
+                               self.deadline, &self.stuck_peer)
+        if rc == 0 and rbuf != NULL:
+            note_arrival(&self.arrival, self.transport.status, n, peer, step)
+        return rc
 
     cdef int execute(self, char *send, char *data, char *theirs, Stage *stage,
                      int tag) noexcept nogil:
@@ -146,9 +151,9 @@ cdef class Lane(StagedSends):
         for i in range(self.nsteps):
             peer = self.peers[i]
             if self.kinds[i] == SEND:
-                rc = self.transfer(staged(mine, n, stage), NULL, peer, n, tag, comm)
+                rc = self.transfer(staged(mine, n, stage), NULL, peer, n, tag, comm, i + 1)
             elif self.kinds[i] == RECV:
-                rc = self.transfer(NULL, data, peer, n, tag, comm)
+                rc = self.transfer(NULL, data, peer, n, tag, comm, i + 1)
                 mine = data
             else:
                 # Straight into data while the partial is still the input
@@ -156,9 +161,9 @@ cdef class Lane(StagedSends):
                 # Note [Reduce in place] of pycoll/_p2p.py.
                 into = data if mine != data else theirs
                 if self.kinds[i] == RECV_REDUCE:
-                    rc = self.transfer(NULL, into, peer, n, tag, comm)
+                    rc = self.transfer(NULL, into, peer, n, tag, comm, i + 1)
                 else:
-                    rc = self.transfer(staged(mine, n, stage), into, peer, n, tag, comm)
+                    rc = self.transfer(staged(mine, n, stage), into, peer, n, tag, comm, i + 1)
                 if rc == 0:
                     if self.lefts[i]:
                         self.loop(data, into, mine, self.count)
@@ -212,6 +217,7 @@ cdef class Lane(StagedSends):
             ways = self.ways_for(&o)
             stage_held = self.calls.stage(ways, self.nbytes if self.sends else 0, &st)
             self.deadline = deadline
+            self.arrival.step = 0
             with nogil:
                 started = monotonic()
                 if wide:
@@ -227,6 +233,7 @@ cdef class Lane(StagedSends):
             release_operands(&o)
         check_lane(rc, "the lane", self.base, self.stuck_peer, self.collective, self.algorithm,
                    self.stuck_step, self.nsteps, started)
+        check_arrival(&self.arrival, self.base, self.collective, self.algorithm, self.nsteps)
         return result
 
 
@@ -257,12 +264,12 @@ cdef class ScanLane(Lane):
                     memcpy(data, send, self.nbytes)
                 have_result = True
             elif self.kinds[i] == SEND:
-                rc = self.transfer(staged(mine, n, stage), NULL, peer, n, tag, comm)
+                rc = self.transfer(staged(mine, n, stage), NULL, peer, n, tag, comm, i + 1)
             else:
                 if self.kinds[i] == EXCHANGE:
-                    rc = self.transfer(staged(mine, n, stage), theirs, peer, n, tag, comm)
+                    rc = self.transfer(staged(mine, n, stage), theirs, peer, n, tag, comm, i + 1)
                 else:
-                    rc = self.transfer(NULL, theirs, peer, n, tag, comm)
+                    rc = self.transfer(NULL, theirs, peer, n, tag, comm, i + 1)
                 if rc == 0:
                     if self.lefts[i]:
                         # the partial first: in place, the result is the input
@@ -317,6 +324,7 @@ cdef class ReduceScatterLane(StagedSends):
     cdef readonly object algorithm
     cdef pycoll_binary_loop loop
     cdef int code, result_code, nsteps, divisor, stuck_peer, stuck_step
+    cdef Arrival arrival
     cdef double deadline
     cdef Py_ssize_t nbytes, total, align, tempbytes, largest_send
     cdef bint uses_partial, whole
@@ -399,6 +407,9 @@ cdef class ReduceScatterLane(StagedSends):
             if rc != 0:
                 self.stuck_step = i + 1
                 return rc
+            if rbuf != NULL:
+                note_arrival(&self.arrival, self.transport.status, <int>self.recv_n[i],
+                             self.source[i], i + 1)
             if rbuf == NULL or f & RS_NO_REDUCE:
                 continue
             count = <size_t>self.recv_n[i] // itemsize_of(self.code)
@@ -440,6 +451,7 @@ cdef class ReduceScatterLane(StagedSends):
             ways = self.ways_for(&o)
             stage_held = self.calls.stage(ways, self.largest_send, &st)
             self.deadline = deadline
+            self.arrival.step = 0
             with nogil:
                 started = monotonic()
                 if wide:
@@ -454,6 +466,7 @@ cdef class ReduceScatterLane(StagedSends):
             release_operands(&o)
         check_lane(rc, f"the {self.collective} lane", self.base, self.stuck_peer, self.collective,
                    self.algorithm, self.stuck_step, self.nsteps, started)
+        check_arrival(&self.arrival, self.base, self.collective, self.algorithm, self.nsteps)
         return result
 
 

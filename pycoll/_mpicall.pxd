@@ -14,6 +14,15 @@ cdef enum:
     TIMED_OUT = -1          # not an MPI error code (those are >= 0)
 
 
+cdef struct Arrival:
+    # A lane call's first receive that brought fewer bytes than it expected
+    # (Note [Short messages] in pycoll/_p2p.py); step 0: none yet.
+    int step
+    int peer
+    int got
+    int expected
+
+
 cdef class Transport:
     cdef handle_t comm
     cdef char status[64]    # larger than either library's MPI_Status
@@ -29,6 +38,7 @@ cdef int send_by(const char *buf, int n, int dest, int tag, handle_t comm, void 
 cdef int recv_by(char *buf, int n, int source, int tag, handle_t comm, void *status,
                  double deadline, int *stuck) noexcept nogil
 cdef int received_bytes(void *status, int *count) noexcept nogil
+cdef int arrival_failed(Arrival *a, base, collective, algorithm, int steps) except -1
 
 cdef int lane_failed(int rc, str what, base, int peer, collective, algorithm, int step,
                      int steps, double started) except -1
@@ -50,6 +60,22 @@ cdef inline int check_lane(int rc, str what, base, int peer, collective, algorit
     [Lane deadlines])."""
     if rc != 0:
         lane_failed(rc, what, base, peer, collective, algorithm, step, steps, started)
+    return 0
+
+
+cdef inline void note_arrival(Arrival *a, void *status, int expected, int peer,
+                              int step) noexcept nogil:
+    """A receive of *expected* bytes from *peer*, at *step*, has completed
+    into *status*: keep it in *a* if it is the call's first short one."""
+    cdef int got = expected
+    if a.step == 0 and received_bytes(status, &got) == 0 and got < expected:
+        a.step, a.peer, a.got, a.expected = step, peer, got, expected
+
+
+cdef inline int check_arrival(Arrival *a, base, collective, algorithm, int steps) except -1:
+    """Raise MismatchError if a receive of the lane call came up short."""
+    if a.step != 0:
+        arrival_failed(a, base, collective, algorithm, steps)
     return 0
 
 

@@ -46,7 +46,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 
 import logging
 
-from pycoll.errors import CollectiveTimeout
+from pycoll.errors import CollectiveTimeout, MismatchError
 
 ctypedef int (*send_fn)(const void *buf, int count, handle_t dtype, int dest, int tag,
                         handle_t comm) noexcept nogil
@@ -176,9 +176,11 @@ cdef class Transport:
             PyBuffer_Release(&b)
         check(rc, "MPI_Send")
 
-    def recv(self, buf, int source, int tag):
+    def recv(self, buf, int source, int tag) -> int:
+        """Receive into *buf*; the bytes that arrived (Note [Short messages]
+        in pycoll/_p2p.py)."""
         cdef Py_buffer b
-        cdef int rc
+        cdef int rc, count = -1
         PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE | PyBUF_WRITABLE)
         try:
             with nogil:
@@ -186,10 +188,13 @@ cdef class Transport:
         finally:
             PyBuffer_Release(&b)
         check(rc, "MPI_Recv")
+        check(received_bytes(self.status, &count), "MPI_Get_count")
+        return count
 
-    def sendrecv(self, sendbuf, int dest, recvbuf, int source, int tag):
+    def sendrecv(self, sendbuf, int dest, recvbuf, int source, int tag) -> int:
+        """Send *sendbuf* while receiving into *recvbuf*; the bytes that arrived."""
         cdef Py_buffer s, r
-        cdef int rc
+        cdef int rc, count = -1
         PyObject_GetBuffer(sendbuf, &s, PyBUF_SIMPLE)
         try:
             PyObject_GetBuffer(recvbuf, &r, PyBUF_SIMPLE | PyBUF_WRITABLE)
@@ -202,13 +207,15 @@ cdef class Transport:
         finally:
             PyBuffer_Release(&s)
         check(rc, "MPI_Sendrecv")
+        check(received_bytes(self.status, &count), "MPI_Get_count")
+        return count
 
     def sendrecv_copy(self, sendbuf, int dest, recvbuf, int source, int tag, copy):
         """sendrecv, and memcpy *sendbuf* into *copy* (as long, apart from
         both) while the two messages are in flight: an allgather's first
-        step in one C call (Channel.sendrecv_copying)."""
+        step in one C call (Channel.sendrecv_copying). The bytes that arrived."""
         cdef Py_buffer s, r, c
-        cdef int rc = 0, stuck
+        cdef int rc = 0, stuck, count = -1
         PyObject_GetBuffer(sendbuf, &s, PyBUF_SIMPLE)
         try:
             PyObject_GetBuffer(recvbuf, &r, PyBUF_SIMPLE | PyBUF_WRITABLE)
@@ -228,6 +235,8 @@ cdef class Transport:
         finally:
             PyBuffer_Release(&s)
         check(rc, "MPI_Isend/MPI_Irecv/MPI_Wait")
+        check(received_bytes(self.status, &count), "MPI_Get_count")
+        return count
 
 
 # Note [Lane deadlines]
@@ -259,9 +268,11 @@ cdef int transfer_by(const char *sbuf, int sn, int dest, char *rbuf, int rn, int
     rbuf (either buffer NULL: that half is not done), by *deadline* (Note
     [Lane deadlines]): 0, an MPI error code, or TIMED_OUT with the receive
     cancelled if it was still pending and *stuck* the peer of the first
-    pending message."""
+    pending message. *status* ends as the receive's; the send's goes to
+    scratch."""
     cdef intptr_t requests[2]
     cdef int done[2]
+    cdef char send_status[64]
     cdef int count = 0, i, rc, flag, pending, tries = 0
     cdef timespec nap
     nap.tv_sec, nap.tv_nsec = 0, NAP_NS
@@ -282,7 +293,10 @@ cdef int transfer_by(const char *sbuf, int sn, int dest, char *rbuf, int rn, int
         for i in range(count):
             if not done[i]:
                 flag = 0
-                rc = c_test(&requests[i], &flag, status)
+                if i == 0 and rbuf != NULL:
+                    rc = c_test(&requests[i], &flag, status)
+                else:
+                    rc = c_test(&requests[i], &flag, send_status)
                 if rc != 0:
                     return rc
                 done[i] = flag
@@ -306,7 +320,8 @@ cdef int exchange(const char *sbuf, int sn, int dest, char *rbuf, int rn, int so
     """Send sn bytes of sbuf to dest and receive rn bytes from source into
     rbuf, either buffer NULL for a step that only receives or only sends:
     one MPI_Send, MPI_Recv or MPI_Sendrecv, or by *deadline* when it is
-    not 0 (transfer_by). 0, an MPI error code, or TIMED_OUT."""
+    not 0 (transfer_by). 0, an MPI error code, or TIMED_OUT; *status* is
+    then the receive's (received_bytes reads its length)."""
     if deadline > 0.0:
         return transfer_by(sbuf, sn, dest, rbuf, rn, source, tag, comm, status, deadline, stuck)
     if rbuf == NULL:
@@ -322,7 +337,8 @@ cdef int exchange_copying(const char *sbuf, int sn, int dest, char *rbuf, int rn
     """exchange() of both halves, and copy sn bytes of *original* (what
     sbuf holds, or sbuf itself) into *copy* while the two messages are in
     flight: MPI_Irecv, MPI_Isend, the copy, MPI_Wait on both. By a
-    *deadline* the copy comes first, then transfer_by."""
+    *deadline* the copy comes first, then transfer_by. *status* is then
+    the receive's."""
     cdef intptr_t rreq = 0, sreq = 0
     cdef int rc, rc2
     if deadline > 0.0:
@@ -356,6 +372,13 @@ cdef int received_bytes(void *status, int *count) noexcept nogil:
     """The length of the message *status* describes (MPI_Get_count of
     MPI_BYTE)."""
     return c_get_count(status, BYTE, count)
+
+
+cdef int arrival_failed(Arrival *a, base, collective, algorithm, int steps) except -1:
+    """Raise the MismatchError of a lane call whose receive came up short
+    (check_arrival; Note [Short messages] in pycoll/_p2p.py)."""
+    raise MismatchError.short_message(base.rank, a.peer, collective, algorithm, a.step, steps,
+                                      a.got, a.expected)
 
 
 cdef int lane_failed(int rc, str what, base, int peer, collective, algorithm, int step,

@@ -39,6 +39,23 @@ not needed. Where ``out`` is ``acc`` or overlaps it (in-place calls,
 later steps), or overlaps the buffer being sent meanwhile, the operand
 lands in scratch as before. Either way the kernel sees the same values
 in the same order, so the bits do not change.
+
+Note [Short messages]: ranks that disagree about a call (a shape, or
+sizes= lists that differ) send messages of other lengths than their
+receivers expect. A longer one is MPI's "message truncated" error on its
+receiver. A shorter one MPI accepts, leaving the rest of the receive
+buffer as it was: garbage in the result, with no error. So every receive
+of a collective's steps notes how many bytes arrived (its status's
+count); a call whose receive brought fewer bytes than it expected runs
+its remaining steps as planned, so that no rank waits for it, and then
+raises MismatchError naming the peer, the step and both lengths
+(MismatchError.short_message). Only a rank that receives a short
+message can tell: a rank that forwards one sends its own full length, so
+ranks further on may still end with garbage. An exception on one rank
+ends most jobs; checks mode names every rank's values before any
+message. The C lanes note the same (Arrival in _mpicall.pxd). Receives
+whose length varies by design (a header's room) happen outside Plan.run,
+which is where a short one raises.
 """
 from __future__ import annotations
 
@@ -54,7 +71,7 @@ from pycoll._mpi import mpi
 from pycoll._resources import WayChooser
 from pycoll._pieces import Pieces
 from pycoll._pieces import segments as _segments
-from pycoll.errors import CollectiveTimeout
+from pycoll.errors import CollectiveTimeout, MismatchError
 
 # sendrecv_copying overlaps its copy with the messages from this many bytes.
 COPY_OVERLAP = 64 << 10
@@ -76,8 +93,8 @@ class Channel:
     """Point-to-point steps of one collective call on one rank."""
 
     __slots__ = ("comm", "tag", "segment", "op", "dtype", "reduce", "scratch", "deadline", "step",
-                 "collective", "algorithm", "steps", "start", "_base", "_mpi", "_byte", "_c",
-                 "_peers", "_stage")
+                 "collective", "algorithm", "steps", "start", "short", "_base", "_mpi", "_byte",
+                 "_c", "_peers", "_expect", "_status", "_statuses", "_stage")
 
     def __init__(self, base, tag: int, op: int = -1, dtype: int = -1,
                  segment: int = MAX_SEGMENT_BYTES):
@@ -102,6 +119,9 @@ class Channel:
         # (pycoll/_mpicall.pyx); segmented transfers always through mpi4py.
         self._c = base.transport
         self._peers = {}                    # id(request) -> the rank it involves
+        self._expect = {}                   # id(receive request) -> (source, bytes expected)
+        self._status = self._mpi.Status()   # a blocking mpi4py receive's
+        self._statuses = []                 # wait()'s, one per request
         self.begin(None, "collective", "?", 0)
 
     def begin(self, deadline, collective: str, algorithm: str, steps: int) -> None:
@@ -110,6 +130,20 @@ class Channel:
         self.deadline, self.collective, self.algorithm, self.steps = deadline, collective, algorithm, steps
         self.step = 0
         self.start = time.monotonic()
+        self.short = None                   # (step, source, got, expected): Note [Short messages]
+
+    def arrived(self, got: int, expected: int, source: int) -> None:
+        """A receive of *expected* bytes from *source* brought *got*: keep
+        the call's first short one (Note [Short messages])."""
+        if got < expected and self.short is None:
+            self.short = (self.step, source, got, expected)
+
+    def check_arrivals(self) -> None:
+        """Raise MismatchError if a receive of the call came up short."""
+        if self.short is not None:
+            step, source, got, expected = self.short
+            raise MismatchError.short_message(self.comm.Get_rank(), source, self.collective,
+                                              self.algorithm, step, self.steps, got, expected)
 
     # -- building blocks ------------------------------------------------
 
@@ -127,31 +161,49 @@ class Channel:
             requests.append(request)
         return requests
 
+    def _post_recv(self, into, source: int):
+        """An Irecv of *into* (one segment) whose length wait() checks."""
+        request = self.comm.Irecv([into, self._byte], source, self.tag)
+        self._peers[id(request)] = source
+        self._expect[id(request)] = (source, len(into))
+        return request
+
     def isend(self, buf, dest: int) -> list:
         """Start sending *buf* (segmented); returns the requests."""
         return self._post(self.comm.Isend, buf, dest)
 
     def irecv(self, buf, source: int) -> list:
         """Start receiving into *buf* (segmented); returns the requests."""
-        return self._post(self.comm.Irecv, buf, source)
+        return [self._post_recv(buf[lo:hi], source) for lo, hi in self.segments(buf)]
 
     def wait(self, requests: list) -> None:
-        """Complete *requests*, by the deadline if the call has one."""
+        """Complete *requests*, by the deadline if the call has one, and
+        note what each receive brought (Note [Short messages])."""
         if not requests:
             return
+        expect = self._expect
+        statuses = None
+        if expect and any(id(r) in expect for r in requests):
+            pool = self._statuses           # made once per Channel, reused by every wait
+            while len(pool) < len(requests):
+                pool.append(self._mpi.Status())
+            statuses = pool[:len(requests)]
         if self.deadline is None:
-            self._mpi.Request.Waitall(requests)
+            self._mpi.Request.Waitall(requests, statuses)
         else:
             testall = self._mpi.Request.Testall
             tries = 0
-            while not testall(requests):
+            while not testall(requests, statuses):
                 tries += 1
                 if time.monotonic() > self.deadline:
                     self._expire(requests)
                 if tries > SPIN:
                     time.sleep(NAP)
-        for r in requests:
+        for i, r in enumerate(requests):
             self._peers.pop(id(r), None)
+            if statuses is not None and id(r) in expect:
+                source, nbytes = expect.pop(id(r))
+                self.arrived(statuses[i].Get_count(self._byte), nbytes, source)
 
     def _expire(self, requests: list):
         """The deadline has passed: cancel the pending receives, break the
@@ -164,6 +216,7 @@ class Channel:
             except Exception:               # an MPI that refuses: the communicator is broken anyway
                 pass
         self._peers.clear()
+        self._expect.clear()
         error = CollectiveTimeout(self.comm.Get_rank(), peer, self.collective, self.algorithm,
                                   self.step, self.steps, time.monotonic() - self.start)
         self._base._break(error)
@@ -193,9 +246,11 @@ class Channel:
         n = len(buf)
         if 0 < n <= self.segment and self.deadline is None and type(buf) is not Pieces:
             if self._c is not None:
-                self._c.recv(buf, source, self.tag)
+                got = self._c.recv(buf, source, self.tag)
             else:
-                self.comm.Recv([buf, self._byte], source, self.tag)
+                self.comm.Recv([buf, self._byte], source, self.tag, self._status)
+                got = self._status.Get_count(self._byte)
+            self.arrived(got, n, source)
         else:
             self.wait(self.irecv(buf, source))
 
@@ -238,7 +293,8 @@ class Channel:
         if self._c is not None and self.deadline is None and 0 < len(recvbuf) \
                 and len(sendbuf) <= self.segment and len(recvbuf) <= self.segment \
                 and type(sendbuf) is not Pieces and type(recvbuf) is not Pieces:
-            self._c.sendrecv_copy(sendbuf, dest, recvbuf, source, self.tag, copy)
+            self.arrived(self._c.sendrecv_copy(sendbuf, dest, recvbuf, source, self.tag, copy),
+                         len(recvbuf), source)
             return
         requests = (self.irecv(recvbuf, source) if len(recvbuf) else []) + self.isend(sendbuf, dest)
         copy[:] = sendbuf
@@ -247,10 +303,13 @@ class Channel:
     def _sendrecv1(self, sendbuf, dest: int, recvbuf, source: int) -> None:
         """One message each way (both fit in a segment; no deadline)."""
         if self._c is not None:
-            self._c.sendrecv(sendbuf, dest, recvbuf, source, self.tag)
+            got = self._c.sendrecv(sendbuf, dest, recvbuf, source, self.tag)
         else:
             byte, tag = self._byte, self.tag
-            self.comm.Sendrecv([sendbuf, byte], dest, tag, [recvbuf, byte], source, tag)
+            self.comm.Sendrecv([sendbuf, byte], dest, tag, [recvbuf, byte], source, tag,
+                               self._status)
+            got = self._status.Get_count(byte)
+        self.arrived(got, len(recvbuf), source)
 
     def sync(self, dest: int, source: int) -> None:
         """A zero-byte message to *dest* and one from *source* (barriers)."""
@@ -307,9 +366,7 @@ class Channel:
         def post(k):
             lo, hi = segs[k]
             into = keep[lo:hi] if keep is not None else slots[k % 2][:hi - lo]
-            request = comm.Irecv([into, byte], source, tag)
-            self._peers[id(request)] = source
-            pending[k % 2] = (request, into)
+            pending[k % 2] = (self._post_recv(into, source), into)
 
         post(0)
         if len(segs) > 1:

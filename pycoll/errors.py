@@ -21,6 +21,20 @@ class MismatchError(ValueError):
         super().__init__(message)
         self.records = records
 
+    @classmethod
+    def short_message(cls, rank: int, peer: int, collective: str, algorithm: str, step: int,
+                      steps: int, got: int, expected: int) -> MismatchError:
+        """What a rank raises when a message brought fewer bytes than its
+        receive expected (Note [Short messages] in pycoll/_p2p.py): the
+        ranks disagree about the call, and checks mode is off. ``records``
+        holds this rank's view only."""
+        return cls(f"rank {rank} received {got} bytes from rank {peer} in {collective}"
+                   f"({algorithm}), step {step} of {steps}, where it expected {expected}: the "
+                   "ranks disagree about the call (a shape, or sizes=); checks mode "
+                   "(pycoll.set_checks(True)) names every rank's values",
+                   {rank: {"collective": collective, "algorithm": algorithm, "peer": peer,
+                           "step": step, "received": got, "expected": expected}})
+
 
 class CollectiveTimeout(TimeoutError):
     """A collective's deadline passed.

@@ -3587,6 +3587,54 @@ def group_checks(run):
     run.count += 1
 
 
+def group_short(run):
+    """Ranks that disagree about sizes=, checks mode off (Note [Short
+    messages] in pycoll/_p2p.py): the last rank holds one row and says so,
+    the others expect two from it. Every call of gather and allgather, on
+    the general path (first call), on the lane (later calls), with and
+    without a timeout, through the C calls and through mpi4py's, finishes
+    on every rank; at least one rank raises MismatchError naming a short
+    receive, and the last rank, whose receives all match, gets the right
+    rows. The communicator stays usable."""
+    import os
+    comm, p, r = run.comm, run.p, run.r
+    q = p - 1
+    sizes = [1] * p if r == q else [1] * (p - 1) + [2]
+    x = np.full((sizes[r], 3), r + 1, np.float32)
+    rows = np.repeat(np.arange(1, p + 1, dtype=np.float32), 3).reshape(p, 3)
+    os.environ["PYCOLL_TRANSPORT"] = "mpi4py"
+    try:
+        plain = pycoll.Communicator(comm)
+    finally:
+        del os.environ["PYCOLL_TRANSPORT"]
+    assert plain.transport is None and (comm.transport is not None or p == 1)
+    calls = [("allgather", algorithm, lambda c, a, t: c.allgather(x, a, sizes=sizes, timeout=t))
+             for algorithm in ("ring", "recursive_doubling", "bruck")]
+    calls += [("gather", algorithm, lambda c, a, t: c.gather(x, 0, a, sizes=sizes, timeout=t))
+              for algorithm in ("binomial", "linear")]
+    for c in (comm, plain):
+        for collective, algorithm, call in calls:
+            for timeout in (None, None, None, 60):
+                try:
+                    y = call(c, algorithm, timeout)
+                    raised = 0
+                except pycoll.MismatchError as exc:
+                    mine = exc.records[r]
+                    assert "ranks disagree about the call" in str(exc), str(exc)
+                    assert mine["received"] < mine["expected"], exc.records
+                    assert f"in {collective}({algorithm})" in str(exc), str(exc)
+                    raised = 1
+                else:
+                    if r == q and (collective == "allgather" or r == 0):
+                        run.check(f"short {collective} {algorithm} on rank {q}", y, rows)
+                count = int(c.allreduce(np.array([raised]))[0])
+                assert count >= 1, f"{collective}({algorithm}): no rank noticed the short message"
+                run.count += 1
+    # the same communicator, consistent again
+    run.check("after short messages", comm.allgather(np.full((1, 3), r + 1, np.float32)), rows)
+    plain.free()
+
+
 def group_timeout(run):
     """The last rank never joins: the others raise CollectiveTimeout within
     the timeout plus one second, one of them naming the missing rank. With

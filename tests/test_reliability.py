@@ -17,6 +17,14 @@ def test_checks_mode(p):
     run_ranks(p, "checks")
 
 
+@pytest.mark.parametrize("p", [2, 3, 5])
+def test_a_short_message_raises_instead_of_leaving_garbage(p):
+    """sizes= that differ between ranks, checks mode off: the calls finish on
+    every rank, a rank whose receive came up short raises MismatchError, and
+    the communicator stays usable."""
+    run_ranks(p, "short")
+
+
 def test_checks_mode_from_the_environment():
     run_ranks(3, "env_checks", env={"PYCOLL_CHECKS": "1"})
 
