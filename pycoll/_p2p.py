@@ -131,6 +131,9 @@ class Channel:
         self.step = 0
         self.start = time.monotonic()
         self.short = None                   # (step, source, got, expected): Note [Short messages]
+        if self._expect:                    # a call that raised left receives unwaited: their
+            self._expect.clear()            # ids may come back as another request's
+            self._peers.clear()
 
     def arrived(self, got: int, expected: int, source: int) -> None:
         """A receive of *expected* bytes from *source* brought *got*: keep
