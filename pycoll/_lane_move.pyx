@@ -174,7 +174,7 @@ cdef class StepLane(StagedSends):
                 rc = exchange(sb, <int>self.sn[i], self.dest[i], rb, <int>self.rn[i],
                               self.source[i], tag, comm, status, deadline, &self.stuck_peer)
             if rc != 0:
-                self.stuck_step = i
+                self.stuck_step = i + 1      # 1-based, as the other lanes and Channel.step
                 return rc
             if rb != NULL:
                 note_arrival(&self.arrival, status, <int>self.rn[i], self.source[i], i + 1)
