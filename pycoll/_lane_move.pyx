@@ -22,7 +22,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 
 import numpy as np
 
-from pycoll._mpicall cimport (Arrival, Transport, check_arrival, check_lane, copy_apart,
+from pycoll._mpicall cimport (Arrival, Transport, check_lane, copy_apart,
                               exchange, exchange_copying, handle_t, lane_deadline, monotonic,
                               note_arrival, received_bytes, recv_by, send_by)
 from pycoll._resources cimport (MAX_STEPS, SLOT_WORK, CallResources, Operands, Stage,
@@ -220,8 +220,7 @@ cdef class StepLane(StagedSends):
         finally:
             release_operands(&o)
         check_lane(rc, "the lane", self.base, self.stuck_peer, self.collective, self.algorithm,
-                   self.stuck_step, self.nsteps, started)
-        check_arrival(&self.arrival, self.base, self.collective, self.algorithm, self.nsteps)
+                   self.stuck_step, self.nsteps, started, &self.arrival)
         return result
 
     def run(self, x, out, double deadline=0.0):
@@ -289,7 +288,7 @@ cdef class ScatterRoot:
         finally:
             PyBuffer_Release(&b)
         check_lane(rc, "the scatter header", self.base, self.stuck_peer, "scatter", "header", i,
-                   self.nchildren, started)
+                   self.nchildren, started, NULL)
         result = self.data.call(x, out, -1, deadline)
         return self.rest(x, out, deadline) if result is NOT_TAKEN else result
 
@@ -358,7 +357,7 @@ cdef class ScatterReceiver:
         finally:
             PyBuffer_Release(&b)
         check_lane(rc, "the scatter header", self.base, self.stuck_peer, "scatter", "header",
-                   self.done, 1 + self.nchildren, started)
+                   self.done, 1 + self.nchildren, started, NULL)
         if same:
             if inline:
                 result = (<StepLane>self.lane).call(self.lane_x, out, tag, deadline)
@@ -607,7 +606,7 @@ cdef class BroadcastLane(StagedSends):
         if matched:
             settle(&self.ways[0], &st, rc)
         check_lane(rc, "the broadcast lane", self.base, self.stuck_peer, "broadcast",
-                   self.algorithm, self.done, self.nmessages, started)
+                   self.algorithm, self.done, self.nmessages, started, NULL)
         if not matched:
             return self.rest(None if guessed else x, self.message[:count], deadline, algorithm)
         return x

@@ -23,7 +23,7 @@ import numpy as np
 
 from pycoll._kernels.reduce cimport (convert_buffer, pycoll_binary_loop, itemsize_of, loop_for,
                                      scale_buffer)
-from pycoll._mpicall cimport (Arrival, Transport, check_arrival, check_lane, exchange, handle_t,
+from pycoll._mpicall cimport (Arrival, Transport, check_lane, exchange, handle_t,
                               lane_deadline, monotonic, note_arrival)
 from pycoll._resources cimport (MAX_STEPS, SLOT_LANE, SLOT_OUTPUT, SLOT_WORK, CallResources,
                                 Operands, Stage, StagedSends, Ways, in_turn, lane_output,
@@ -232,8 +232,7 @@ cdef class Lane(StagedSends):
         finally:
             release_operands(&o)
         check_lane(rc, "the lane", self.base, self.stuck_peer, self.collective, self.algorithm,
-                   self.stuck_step, self.nsteps, started)
-        check_arrival(&self.arrival, self.base, self.collective, self.algorithm, self.nsteps)
+                   self.stuck_step, self.nsteps, started, &self.arrival)
         return result
 
 
@@ -465,8 +464,7 @@ cdef class ReduceScatterLane(StagedSends):
         finally:
             release_operands(&o)
         check_lane(rc, f"the {self.collective} lane", self.base, self.stuck_peer, self.collective,
-                   self.algorithm, self.stuck_step, self.nsteps, started)
-        check_arrival(&self.arrival, self.base, self.collective, self.algorithm, self.nsteps)
+                   self.algorithm, self.stuck_step, self.nsteps, started, &self.arrival)
         return result
 
 

@@ -53,13 +53,17 @@ cdef inline double monotonic() noexcept nogil:
 
 
 cdef inline int check_lane(int rc, str what, base, int peer, collective, algorithm, int step,
-                           int steps, double started) except -1:
+                           int steps, double started, Arrival *arrival) except -1:
     """Raise unless a lane call's *rc* is 0: *what* names the call in a
     TransportError; *base*, *peer*, *collective*, *algorithm*, *step* of
     *steps* and the call's *started* time in a CollectiveTimeout (Note
-    [Lane deadlines])."""
+    [Lane deadlines]). Then, unless *arrival* is NULL, raise MismatchError
+    if a receive of the call came up short (Note [Short messages] in
+    pycoll/_p2p.py)."""
     if rc != 0:
         lane_failed(rc, what, base, peer, collective, algorithm, step, steps, started)
+    if arrival != NULL and arrival.step != 0:
+        arrival_failed(arrival, base, collective, algorithm, steps)
     return 0
 
 
@@ -70,13 +74,6 @@ cdef inline void note_arrival(Arrival *a, void *status, int expected, int peer,
     cdef int got = expected
     if a.step == 0 and received_bytes(status, &got) == 0 and got < expected:
         a.step, a.peer, a.got, a.expected = step, peer, got, expected
-
-
-cdef inline int check_arrival(Arrival *a, base, collective, algorithm, int steps) except -1:
-    """Raise MismatchError if a receive of the lane call came up short."""
-    if a.step != 0:
-        arrival_failed(a, base, collective, algorithm, steps)
-    return 0
 
 
 cdef inline void copy_apart(char *dst, const char *src, Py_ssize_t n) noexcept nogil:

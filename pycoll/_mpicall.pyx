@@ -376,7 +376,7 @@ cdef int received_bytes(void *status, int *count) noexcept nogil:
 
 cdef int arrival_failed(Arrival *a, base, collective, algorithm, int steps) except -1:
     """Raise the MismatchError of a lane call whose receive came up short
-    (check_arrival; Note [Short messages] in pycoll/_p2p.py)."""
+    (check_lane; Note [Short messages] in pycoll/_p2p.py)."""
     raise MismatchError.short_message(base.rank, a.peer, collective, algorithm, a.step, steps,
                                       a.got, a.expected)
 
