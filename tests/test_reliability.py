@@ -92,10 +92,11 @@ def test_counts_past_2_to_the_31():
 
 def test_soak_short(tmp_path):
     """bench/soak.py: random collectives against the oracle at p = 4, with
-    random shapes, layouts and out= per rank; then the same calls again,
-    each pass on a new Communicator, which may leave no more memory behind
-    than the first: 0.15-0.24 MB more here on both libraries, 1.9 MB with
-    1 KB leaked a call."""
+    random shapes, layouts and out= per rank; then the same calls twice
+    more, each pass on a new Communicator, of which one at least may leave
+    no more memory behind than the pass before (Note [Growth over a replay]
+    in bench/soak.py): 0.15-0.24 MB more here on both libraries, 1.9 MB
+    with 1 KB leaked a call."""
     out = tmp_path / "soak.json"
     # as a user runs it: the library's own segment sizes, not the tests' small ones
     proc = launch(4, ["-m", "mpi4py", "bench/soak.py", "--calls", "1000", "--json", out],
@@ -103,5 +104,5 @@ def test_soak_short(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["wrong"] == 0, result["failures"]
-    assert result["calls"] == 1000 and result["passes"] == 2, result
+    assert result["calls"] == 1000 and result["passes"] == 3, result
     assert result["rss_growth_bytes"] < 2 << 20, result
