@@ -134,7 +134,9 @@ cdef class Lane(StagedSends):
         receive notes its length (Note [Short messages] in _p2p.py)."""
         cdef int rc = exchange(sbuf, n, peer, rbuf, n, peer, tag, comm, self.transport.status,
                                self.deadline, &self.stuck_peer)
-        if rc == 0 and rbuf != NULL:
+        if rc != 0:
+            self.stuck_step = step
+        elif rbuf != NULL:
             note_arrival(&self.arrival, self.transport.status, n, peer, step)
         return rc
 
@@ -171,7 +173,6 @@ cdef class Lane(StagedSends):
                         self.loop(data, mine, into, self.count)
                 mine = data
             if rc != 0:
-                self.stuck_step = i + 1
                 return rc
         # As _schedule.execute: a rank whose last step sent keeps no result.
         if mine != data and not (self.nsteps and self.kinds[self.nsteps - 1] == SEND):
@@ -282,7 +283,6 @@ cdef class ScanLane(Lane):
                         self.loop(partial, mine, theirs, self.count)
                     mine = partial
             if rc != 0:
-                self.stuck_step = i + 1
                 return rc
         return 0
 

@@ -1,8 +1,8 @@
 """Lanes: the C programs of plain, repeated calls.
 
-A lane (pycoll/_lane_move.pyx, pycoll/_lane_reduce.pyx) runs one call signature's messages as C calls
-over MPI, without the Python of the general path (api.py), which at small
-sizes is most of a call's time. The functions here make a signature's lane
+A lane (pycoll/_lane_move.pyx, pycoll/_lane_reduce.pyx) runs one call
+signature's messages as C calls over MPI, without the Python of the
+general path (api.py), which at small sizes is most of a call's time. The functions here make a signature's lane
 on its first call, from the plan the general path would run: the same
 messages, tags and order, so that ranks taking either path meet. Each
 make_*() returns the lane, or None when the call must take the general path
@@ -118,8 +118,8 @@ def _solo_lane(c, collective: str, plan, x):
     n = x.nbytes
     steps = [_step("copy", send=("x", 0, n), recv=("out", 0, n))] if n else []
     return _lane_move.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, n, n, 0, True,
-                             collective=collective, algorithm=plan.algorithm,
-                             own_at=0 if collective in ("allgather", "gather") else -1)
+                               collective=collective, algorithm=plan.algorithm,
+                               own_at=0 if collective in ("allgather", "gather") else -1)
 
 
 def _root_lane_args(c, collective: str, x, root, algorithm):
@@ -163,10 +163,10 @@ def make_broadcast(c, x, root, algorithm, rest):
     if inline:
         word[0] = HEADER_INLINE
     return _lane_move.BroadcastLane(c, c.transport, word.view(np.uint8), -1 if parent is None else parent,
-                                  children, x.nbytes, x.dtype.alignment, inline, room,
-                                  lambda x, message, deadline, algorithm:
-                                  rest(c, x, r, algorithm, message, deadline),
-                                  algorithm=plan.algorithm)
+                                    children, x.nbytes, x.dtype.alignment, inline, room,
+                                    lambda x, message, deadline, algorithm:
+                                    rest(c, x, r, algorithm, message, deadline),
+                                    algorithm=plan.algorithm)
 
 
 # Note [Broadcasts into None]
@@ -239,8 +239,8 @@ def make_allgather(c, x, algorithm, sizes=None):
         return None
     work = sum(counts) if plan.algorithm == "bruck" else 0
     return _lane_move.StepLane(c, c.transport, steps, plan.args.shape, x.dtype, counts[c.rank],
-                             sum(counts), work, True, collective="allgather",
-                             algorithm=plan.algorithm, own_at=sum(counts[:c.rank]))
+                               sum(counts), work, True, collective="allgather",
+                               algorithm=plan.algorithm, own_at=sum(counts[:c.rank]))
 
 
 # Note [Own blocks]
@@ -461,7 +461,7 @@ def make_gather(c, x, root, algorithm, sizes=None):
         return _solo_lane(c, "gather", plan, x)
     if max(plan.args.counts) == 0:                          # Note [Empty lanes]
         return _lane_move.StepLane(c, c.transport, [], plan.args.shape, x.dtype, 0, 0, 0,
-                                 c.rank == r, collective="gather", algorithm=plan.algorithm)
+                                   c.rank == r, collective="gather", algorithm=plan.algorithm)
     if not _RootedLane.fits(c, plan):
         return None
     lane = _RootedLane(c, plan, plan.args.shape)
@@ -471,9 +471,9 @@ def make_gather(c, x, root, algorithm, sizes=None):
     # Work where the rank forwards its subtree or the root reorders.
     work = lane.total if lane.children and (lane.up is not None or lane.rotate) else 0
     return _lane_move.StepLane(c, c.transport, steps, plan.args.shape, x.dtype,
-                             lane.own[1] - lane.own[0], lane.total, work, lane.up is None,
-                             collective="gather", algorithm=plan.algorithm,
-                             own_at=sum(plan.args.counts[:r]) if c.rank == r else -1)
+                               lane.own[1] - lane.own[0], lane.total, work, lane.up is None,
+                               collective="gather", algorithm=plan.algorithm,
+                               own_at=sum(plan.args.counts[:r]) if c.rank == r else -1)
 
 
 def make_scatter_receiver(c, root, algorithm, receive):
@@ -546,8 +546,8 @@ def _inline_scatter_lane(c, plan, dtype, word):
         return None
     xbytes = total if word is not None else WORD_BYTES + sub
     return _lane_move.StepLane(c, c.transport, steps, plan.args.shape, dtype, xbytes, own, at,
-                             True, b"" if word is None else word.tobytes(), collective="scatter",
-                             algorithm=plan.algorithm)
+                               True, b"" if word is None else word.tobytes(), collective="scatter",
+                               algorithm=plan.algorithm)
 
 
 def _scatter_step_lane(c, plan, dtype):
@@ -558,8 +558,8 @@ def _scatter_step_lane(c, plan, dtype):
     root = lane.up is None
     work = lane.total if (lane.rotate if root else lane.children) else 0
     return _lane_move.StepLane(c, c.transport, steps, plan.args.shape, dtype,
-                             lane.total if root else 0, lane.own[1] - lane.own[0], work, True,
-                             collective="scatter", algorithm=plan.algorithm)
+                               lane.total if root else 0, lane.own[1] - lane.own[0], work, True,
+                               collective="scatter", algorithm=plan.algorithm)
 
 
 def make_scatter_root(c, x, root, algorithm, rest):
@@ -580,7 +580,7 @@ def make_scatter_root(c, x, root, algorithm, rest):
     word = _header.make_word(dtype, x.shape)
     if c.size == 1:
         return _lane_move.ScatterRoot(c, c.transport, word.view(np.uint8), children,
-                                    _solo_lane(c, "scatter", plan, x), None, True)
+                                      _solo_lane(c, "scatter", plan, x), None, True)
     if _header.inline_scatter(c, plan):
         word[0] = HEADER_INLINE
         data = _inline_scatter_lane(c, plan, x.dtype, word)
@@ -618,12 +618,12 @@ def make_alltoall(c, x, algorithm):
         return _solo_lane(c, "alltoall", plan, x)
     if max(counts) == 0:                    # Note [Empty lanes]
         return _lane_move.StepLane(c, c.transport, [], plan.args.shape, x.dtype, 0, 0, 0, True,
-                                 collective="alltoall", algorithm=plan.algorithm)
+                                   collective="alltoall", algorithm=plan.algorithm)
     if max(counts) > min(plan.channel.segment, LANE_MAX_BYTES):
         return None
     return _lane_move.StepLane(c, c.transport, _alltoall_program(c.size, c.rank, counts),
-                             plan.args.shape, x.dtype, sum(counts), counts[c.rank] * c.size, 0,
-                             True, collective="alltoall", algorithm=plan.algorithm)
+                               plan.args.shape, x.dtype, sum(counts), counts[c.rank] * c.size, 0,
+                               True, collective="alltoall", algorithm=plan.algorithm)
 
 
 def _alltoall_program(p: int, r: int, counts) -> list:
@@ -645,7 +645,7 @@ def make_barrier(c):
     if len(steps) > _resources.MAX_LANE_STEPS:
         return None
     return _lane_move.StepLane(c, c.transport, steps, (0,), np.dtype(np.uint8), 0, 0, 0, False,
-                             collective="barrier", algorithm="dissemination")
+                               collective="barrier", algorithm="dissemination")
 
 
 def _barrier_program(p: int, r: int) -> list:

@@ -134,10 +134,10 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
     else:
         steps = module.schedule(comm.size, comm.rank)
     return _lane_reduce.Lane(comm, comm.transport, steps, args.op.kernel, args.dtype.code,
-                         args.shape, args.result.numpy, args.n,
-                         comm.size if args.op is Op.AVG else 0,
-                         args.collective == "allreduce" or comm.rank == args.root,
-                         args.collective, algorithm, args.result.code)
+                             args.shape, args.result.numpy, args.n,
+                             comm.size if args.op is Op.AVG else 0,
+                             args.collective == "allreduce" or comm.rank == args.root,
+                             args.collective, algorithm, args.result.code)
 
 
 def _scan_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
@@ -154,8 +154,8 @@ def _scan_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
     gets_result = r > 0 or not args.exclusive
     divisor = (r if args.exclusive else r + 1) if args.op is Op.AVG else 0
     return _lane_reduce.ScanLane(comm, comm.transport, steps, args.op.kernel, args.dtype.code,
-                             args.shape, args.result.numpy, args.n, divisor, gets_result, "scan",
-                             algorithm, args.result.code)
+                                 args.shape, args.result.numpy, args.n, divisor, gets_result,
+                                 "scan", algorithm, args.result.code)
 
 
 def _schedule_without_empty(steps) -> tuple:
@@ -182,9 +182,9 @@ def _ring_allreduce_lane(comm, args: CollArgs, algorithm: str, module, segment: 
     if max(sizes) > min(segment, LANE_MAX_BYTES) or len(steps) > _resources.MAX_LANE_STEPS:
         return None
     return _lane_reduce.ReduceScatterLane(comm, comm.transport, steps, args.op.kernel,
-                                      args.dtype.code, args.shape, args.result.numpy, args.n,
-                                      p if args.op is Op.AVG else 0, algorithm, whole=True,
-                                      result_code=args.result.code)
+                                          args.dtype.code, args.shape, args.result.numpy, args.n,
+                                          p if args.op is Op.AVG else 0, algorithm, whole=True,
+                                          result_code=args.result.code)
 
 
 def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
@@ -196,9 +196,9 @@ def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: 
         return None
     if p == 1:                  # Note [Solo lanes] in _lanes.py: allreduce's lane, x copied
         return _lane_reduce.Lane(comm, comm.transport, [], args.op.kernel, args.dtype.code,
-                             args.shape, args.result.numpy, args.n,
-                             1 if args.op is Op.AVG else 0, True, "reduce_scatter",
-                             algorithm, args.result.code) if args.n <= segment else None
+                                 args.shape, args.result.numpy, args.n,
+                                 1 if args.op is Op.AVG else 0, True, "reduce_scatter",
+                                 algorithm, args.result.code) if args.n <= segment else None
     if max(counts) == 0:
         steps = ()                          # Note [Empty lanes] in _lanes.py
     elif not hasattr(module, "schedule"):
@@ -209,9 +209,9 @@ def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: 
                 or max(max(s[2][1], s[3][1]) for s in steps) > min(segment, LANE_MAX_BYTES)):
             return None
     return _lane_reduce.ReduceScatterLane(comm, comm.transport, steps, args.op.kernel,
-                                      args.dtype.code, args.shape, args.result.numpy,
-                                      sum(counts), p if args.op is Op.AVG else 0, algorithm,
-                                      result_code=args.result.code)
+                                          args.dtype.code, args.shape, args.result.numpy,
+                                          sum(counts), p if args.op is Op.AVG else 0, algorithm,
+                                          result_code=args.result.code)
 
 
 def _resolved(comm, args: CollArgs) -> str:

@@ -1287,7 +1287,7 @@ def barrier(comm=None, async_op=False, timeout=None):
 def _barrier_lane(c, timeout):
     done = _lane_move.barrier(c, timeout)
     if done is NOT_TAKEN and _lanes.made(c, ("barrier-lane",),
-                                                 lambda: _lanes.make_barrier(c)):
+                                         lambda: _lanes.make_barrier(c)):
         done = _lane_move.barrier(c, timeout)
     return done
 
