@@ -22,9 +22,9 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 
 import numpy as np
 
-from pycoll._mpicall cimport (Arrival, Transport, check_lane, copy_apart,
+from pycoll._mpicall cimport (Arrival, Transport, arrived, check_lane, copy_apart,
                               exchange, exchange_copying, handle_t, lane_deadline, monotonic,
-                              note_arrival, received_bytes, recv_by, send_by)
+                              received_bytes, recv_by, send_by)
 from pycoll._resources cimport (MAX_STEPS, SLOT_WORK, CallResources, Operands, Stage,
                                 StagedSends, Ways, in_turn, lane_output, release_operands,
                                 settle, staged, take_operands)
@@ -173,11 +173,11 @@ cdef class StepLane(StagedSends):
             else:
                 rc = exchange(sb, <int>self.sn[i], self.dest[i], rb, <int>self.rn[i],
                               self.source[i], tag, comm, status, deadline, &self.stuck_peer)
+            if rb != NULL:
+                rc = arrived(&self.arrival, rc, status, <int>self.rn[i], self.source[i], i + 1)
             if rc != 0:
                 self.stuck_step = i + 1      # 1-based, as the other lanes and Channel.step
                 return rc
-            if rb != NULL:
-                note_arrival(&self.arrival, status, <int>self.rn[i], self.source[i], i + 1)
         return 0
 
     cdef object call(self, x, out, int tag=-1, double deadline=0.0):

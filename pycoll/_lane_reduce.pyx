@@ -23,8 +23,8 @@ import numpy as np
 
 from pycoll._kernels.reduce cimport (convert_buffer, pycoll_binary_loop, itemsize_of, loop_for,
                                      scale_buffer)
-from pycoll._mpicall cimport (Arrival, Transport, check_lane, exchange, handle_t,
-                              lane_deadline, monotonic, note_arrival)
+from pycoll._mpicall cimport (Arrival, Transport, arrived, check_lane, exchange, handle_t,
+                              lane_deadline, monotonic)
 from pycoll._resources cimport (MAX_STEPS, SLOT_LANE, SLOT_OUTPUT, SLOT_WORK, CallResources,
                                 Operands, Stage, StagedSends, Ways, in_turn, lane_output,
                                 release_operands, settle, staged, take_operands)
@@ -131,13 +131,13 @@ cdef class Lane(StagedSends):
                       handle_t comm, int step) noexcept nogil:
         """Step *step*'s messages with *peer*: a send (rbuf NULL), a receive
         (sbuf NULL) or both; by the call's deadline when it has one. A
-        receive notes its length (Note [Short messages] in _p2p.py)."""
+        receive notes its length (Note [Message lengths] in _p2p.py)."""
         cdef int rc = exchange(sbuf, n, peer, rbuf, n, peer, tag, comm, self.transport.status,
                                self.deadline, &self.stuck_peer)
+        if rbuf != NULL:
+            rc = arrived(&self.arrival, rc, self.transport.status, n, peer, step)
         if rc != 0:
             self.stuck_step = step
-        elif rbuf != NULL:
-            note_arrival(&self.arrival, self.transport.status, n, peer, step)
         return rc
 
     cdef int execute(self, char *send, char *data, char *theirs, Stage *stage,
@@ -403,12 +403,12 @@ cdef class ReduceScatterLane(StagedSends):
             rc = exchange(sbuf, <int>self.send_n[i], self.dest[i], rbuf, <int>self.recv_n[i],
                           self.source[i], tag, comm, self.transport.status, self.deadline,
                           &self.stuck_peer)
+            if rbuf != NULL:
+                rc = arrived(&self.arrival, rc, self.transport.status, <int>self.recv_n[i],
+                             self.source[i], i + 1)
             if rc != 0:
                 self.stuck_step = i + 1
                 return rc
-            if rbuf != NULL:
-                note_arrival(&self.arrival, self.transport.status, <int>self.recv_n[i],
-                             self.source[i], i + 1)
             if rbuf == NULL or f & RS_NO_REDUCE:
                 continue
             count = <size_t>self.recv_n[i] // itemsize_of(self.code)

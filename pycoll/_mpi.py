@@ -23,7 +23,8 @@ def mpi():
 
 # The MPI functions pycoll._mpicall calls from C, and where to find them.
 C_FUNCTIONS = ("MPI_Send", "MPI_Recv", "MPI_Sendrecv", "MPI_Isend", "MPI_Irecv", "MPI_Wait",
-               "MPI_Test", "MPI_Cancel", "MPI_Comm_rank", "MPI_Type_size", "MPI_Get_count")
+               "MPI_Test", "MPI_Cancel", "MPI_Comm_rank", "MPI_Type_size", "MPI_Get_count",
+               "MPI_Error_class")
 SONAMES = ("libmpi.so.12", "libmpi.so.40", "libmpi.so")      # MPICH and kin, Open MPI
 
 
@@ -64,7 +65,7 @@ def c_transport(comm):
     from pycoll import _mpicall
 
     if not _mpicall.LOADED_FLAG():
-        _mpicall.load(functions, _mpicall._handle(mpi().BYTE))
+        _mpicall.load(functions, _mpicall._handle(mpi().BYTE), mpi().ERR_TRUNCATE)
     try:
         library = " ".join(mpi().Get_library_version().splitlines()[0].split()).split(",")[0]
         return _mpicall.Transport(comm), f"C calls into {library}"

@@ -11,12 +11,14 @@ from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 ctypedef intptr_t handle_t
 
 cdef enum:
-    TIMED_OUT = -1          # not an MPI error code (those are >= 0)
+    TIMED_OUT = -1          # not MPI error codes (those are >= 0)
+    TRUNCATED = -2          # a receive's message was longer than its buffer
 
 
 cdef struct Arrival:
-    # A lane call's first receive that brought fewer bytes than it expected
-    # (Note [Short messages] in pycoll/_p2p.py); step 0: none yet.
+    # A lane call's first receive that brought another length than it
+    # expected (Note [Message lengths] in pycoll/_p2p.py); step 0: none yet.
+    # got: -1 for longer by an unknown length.
     int step
     int peer
     int got
@@ -38,6 +40,7 @@ cdef int send_by(const char *buf, int n, int dest, int tag, handle_t comm, void 
 cdef int recv_by(char *buf, int n, int source, int tag, handle_t comm, void *status,
                  double deadline, int *stuck) noexcept nogil
 cdef int received_bytes(void *status, int *count) noexcept nogil
+cdef int longer_than(void *status, int expected) noexcept nogil
 cdef int arrival_failed(Arrival *a, base, collective, algorithm, int steps) except -1
 
 cdef int lane_failed(int rc, str what, base, int peer, collective, algorithm, int step,
@@ -58,8 +61,8 @@ cdef inline int check_lane(int rc, str what, base, int peer, collective, algorit
     TransportError; *base*, *peer*, *collective*, *algorithm*, *step* of
     *steps* and the call's *started* time in a CollectiveTimeout (Note
     [Lane deadlines]). Then, unless *arrival* is NULL, raise MismatchError
-    if a receive of the call came up short (Note [Short messages] in
-    pycoll/_p2p.py)."""
+    if a receive of the call brought another length than it expected (Note
+    [Message lengths] in pycoll/_p2p.py)."""
     if rc != 0:
         lane_failed(rc, what, base, peer, collective, algorithm, step, steps, started)
     if arrival != NULL and arrival.step != 0:
@@ -67,13 +70,20 @@ cdef inline int check_lane(int rc, str what, base, int peer, collective, algorit
     return 0
 
 
-cdef inline void note_arrival(Arrival *a, void *status, int expected, int peer,
-                              int step) noexcept nogil:
-    """A receive of *expected* bytes from *peer*, at *step*, has completed
-    into *status*: keep it in *a* if it is the call's first short one."""
+cdef inline int arrived(Arrival *a, int rc, void *status, int expected, int peer,
+                        int step) noexcept nogil:
+    """A receive of *expected* bytes from *peer*, at *step*, has ended with
+    *rc* (exchange's) and *status*: keep it in *a* if it is the call's
+    first of another length, a TRUNCATED one included, which goes on as
+    done. The rc the step goes on with."""
     cdef int got = expected
-    if a.step == 0 and received_bytes(status, &got) == 0 and got < expected:
+    if rc == TRUNCATED:
+        rc, got = 0, longer_than(status, expected)
+    elif rc != 0 or received_bytes(status, &got) != 0:
+        return rc
+    if a.step == 0 and got != expected:
         a.step, a.peer, a.got, a.expected = step, peer, got, expected
+    return rc
 
 
 cdef inline void copy_apart(char *dst, const char *src, Py_ssize_t n) noexcept nogil:

@@ -8,8 +8,9 @@ message itself takes with Open MPI. This module calls ``MPI_Send``,
 ``MPI_Recv`` and ``MPI_Sendrecv`` directly, ``MPI_Isend``,
 ``MPI_Irecv`` and ``MPI_Wait`` for a sendrecv that copies meanwhile,
 ``MPI_Test`` and ``MPI_Cancel`` for a lane call with a deadline (Note [Lane
-deadlines]), and ``MPI_Get_count`` for the length of a broadcast header it
-forwards.
+deadlines]), ``MPI_Get_count`` for the length of what a receive brought,
+and ``MPI_Error_class`` to tell a message longer than its receive (Note
+[Message lengths] in pycoll/_p2p.py) from other errors.
 
 pycoll is not built against any one MPI: mpi4py chooses MPICH or Open MPI at
 run time, and so must pycoll. So the functions are looked up by name in the
@@ -32,8 +33,9 @@ forces the latter.
 The lanes, which run a repeated call's messages and kernels in C, cimport
 what _mpicall.pxd declares: ``exchange`` (a send, a receive or both, by a
 deadline or not), ``exchange_copying``, ``send_by``, ``recv_by`` and
-``received_bytes``; ``lane_deadline`` for a call with a timeout, and
-``check_lane`` (inline in the .pxd) for the error a call ends with. They
+``received_bytes``; ``arrived`` (inline in the .pxd) for the length a
+receive brought; ``lane_deadline`` for a call with a timeout, and
+``check_lane`` (inline too) for the error a call ends with. They
 are pycoll/_lane_reduce.pyx (allreduce, reduce, scan, reduce_scatter) and
 pycoll/_lane_move.pyx (broadcast, gather, scatter, allgather, alltoall,
 barrier); what they share of a communicator (tags, scratch, the stage of a
@@ -68,6 +70,7 @@ ctypedef int (*cancel_fn)(void *request) noexcept nogil
 ctypedef int (*comm_rank_fn)(handle_t comm, int *rank) noexcept nogil
 ctypedef int (*type_size_fn)(handle_t dtype, int *size) noexcept nogil
 ctypedef int (*get_count_fn)(const void *status, handle_t dtype, int *count) noexcept nogil
+ctypedef int (*error_class_fn)(int code, int *error_class) noexcept nogil
 
 cdef send_fn c_send = NULL
 cdef recv_fn c_recv = NULL
@@ -80,7 +83,9 @@ cdef cancel_fn c_cancel = NULL
 cdef comm_rank_fn c_comm_rank = NULL
 cdef type_size_fn c_type_size = NULL
 cdef get_count_fn c_get_count = NULL
+cdef error_class_fn c_error_class = NULL
 cdef handle_t BYTE = 0
+cdef int ERR_TRUNCATE = -1              # the library's MPI_ERR_TRUNCATE (a class)
 cdef bint LOADED = False
 
 class TransportError(RuntimeError):
@@ -100,11 +105,12 @@ def LOADED_FLAG() -> bool:
     return LOADED
 
 
-def load(functions: dict, byte_handle) -> None:
-    """Install the addresses of the MPI functions (name -> address)."""
+def load(functions: dict, byte_handle, int truncate_class) -> None:
+    """Install the addresses of the MPI functions (name -> address), the
+    handle of MPI_BYTE and the value of MPI_ERR_TRUNCATE."""
     global c_send, c_recv, c_sendrecv, c_isend, c_irecv, c_wait, c_comm_rank, c_type_size
-    global c_get_count, c_test, c_cancel
-    global BYTE, LOADED
+    global c_get_count, c_test, c_cancel, c_error_class
+    global BYTE, ERR_TRUNCATE, LOADED
     c_send = <send_fn><uintptr_t>functions["MPI_Send"]
     c_recv = <recv_fn><uintptr_t>functions["MPI_Recv"]
     c_sendrecv = <sendrecv_fn><uintptr_t>functions["MPI_Sendrecv"]
@@ -116,7 +122,9 @@ def load(functions: dict, byte_handle) -> None:
     c_comm_rank = <comm_rank_fn><uintptr_t>functions["MPI_Comm_rank"]
     c_type_size = <type_size_fn><uintptr_t>functions["MPI_Type_size"]
     c_get_count = <get_count_fn><uintptr_t>functions["MPI_Get_count"]
+    c_error_class = <error_class_fn><uintptr_t>functions["MPI_Error_class"]
     BYTE = byte_handle
+    ERR_TRUNCATE = truncate_class
     LOADED = True
 
 
@@ -177,45 +185,44 @@ cdef class Transport:
         check(rc, "MPI_Send")
 
     def recv(self, buf, int source, int tag) -> int:
-        """Receive into *buf*; the bytes that arrived (Note [Short messages]
-        in pycoll/_p2p.py)."""
+        """Receive into *buf*; the bytes that arrived, -1 for a message
+        longer than *buf* by an unknown length (arrived_bytes)."""
         cdef Py_buffer b
-        cdef int rc, count = -1
+        cdef int rc
         PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE | PyBUF_WRITABLE)
         try:
             with nogil:
                 rc = c_recv(b.buf, <int>b.len, BYTE, source, tag, self.comm, self.status)
         finally:
             PyBuffer_Release(&b)
-        check(rc, "MPI_Recv")
-        check(received_bytes(self.status, &count), "MPI_Get_count")
-        return count
+        return arrived_bytes(truncated(rc), self.status, <int>b.len, "MPI_Recv")
 
     def sendrecv(self, sendbuf, int dest, recvbuf, int source, int tag) -> int:
-        """Send *sendbuf* while receiving into *recvbuf*; the bytes that arrived."""
+        """Send *sendbuf* while receiving into *recvbuf*; the bytes that
+        arrived, as recv's."""
         cdef Py_buffer s, r
-        cdef int rc, count = -1
+        cdef int rc, n = 0
         PyObject_GetBuffer(sendbuf, &s, PyBUF_SIMPLE)
         try:
             PyObject_GetBuffer(recvbuf, &r, PyBUF_SIMPLE | PyBUF_WRITABLE)
             try:
+                n = <int>r.len
                 with nogil:
-                    rc = c_sendrecv(s.buf, <int>s.len, BYTE, dest, tag, r.buf, <int>r.len, BYTE,
+                    rc = c_sendrecv(s.buf, <int>s.len, BYTE, dest, tag, r.buf, n, BYTE,
                                     source, tag, self.comm, self.status)
             finally:
                 PyBuffer_Release(&r)
         finally:
             PyBuffer_Release(&s)
-        check(rc, "MPI_Sendrecv")
-        check(received_bytes(self.status, &count), "MPI_Get_count")
-        return count
+        return arrived_bytes(truncated(rc), self.status, n, "MPI_Sendrecv")
 
     def sendrecv_copy(self, sendbuf, int dest, recvbuf, int source, int tag, copy):
         """sendrecv, and memcpy *sendbuf* into *copy* (as long, apart from
         both) while the two messages are in flight: an allgather's first
-        step in one C call (Channel.sendrecv_copying). The bytes that arrived."""
+        step in one C call (Channel.sendrecv_copying). The bytes that
+        arrived, as recv's."""
         cdef Py_buffer s, r, c
-        cdef int rc = 0, stuck, count = -1
+        cdef int rc = 0, stuck, n = 0
         PyObject_GetBuffer(sendbuf, &s, PyBUF_SIMPLE)
         try:
             PyObject_GetBuffer(recvbuf, &r, PyBUF_SIMPLE | PyBUF_WRITABLE)
@@ -224,9 +231,10 @@ cdef class Transport:
                 try:
                     if c.len != s.len:
                         raise ValueError(f"copy has {c.len} bytes, sendbuf {s.len}")
+                    n = <int>r.len
                     with nogil:
                         rc = exchange_copying(<const char *>s.buf, <int>s.len, dest, <char *>r.buf,
-                                              <int>r.len, source, tag, self.comm, self.status,
+                                              n, source, tag, self.comm, self.status,
                                               <char *>c.buf, <const char *>s.buf, 0.0, &stuck)
                 finally:
                     PyBuffer_Release(&c)
@@ -234,9 +242,7 @@ cdef class Transport:
                 PyBuffer_Release(&r)
         finally:
             PyBuffer_Release(&s)
-        check(rc, "MPI_Isend/MPI_Irecv/MPI_Wait")
-        check(received_bytes(self.status, &count), "MPI_Get_count")
-        return count
+        return arrived_bytes(rc, self.status, n, "MPI_Isend/MPI_Irecv/MPI_Wait")
 
 
 # Note [Lane deadlines]
@@ -266,14 +272,14 @@ cdef int transfer_by(const char *sbuf, int sn, int dest, char *rbuf, int rn, int
                      int *stuck) noexcept nogil:
     """Send sn bytes of sbuf to dest, receive rn bytes from source into
     rbuf (either buffer NULL: that half is not done), by *deadline* (Note
-    [Lane deadlines]): 0, an MPI error code, or TIMED_OUT with the receive
-    cancelled if it was still pending and *stuck* the peer of the first
-    pending message. *status* ends as the receive's; the send's goes to
-    scratch."""
+    [Lane deadlines]): 0, TRUNCATED, an MPI error code, or TIMED_OUT with
+    the receive cancelled if it was still pending and *stuck* the peer of
+    the first pending message. *status* ends as the receive's; the send's
+    goes to scratch."""
     cdef intptr_t requests[2]
     cdef int done[2]
     cdef char send_status[64]
-    cdef int count = 0, i, rc, flag, pending, tries = 0
+    cdef int count = 0, i, rc, flag, pending, tries = 0, cut = 0
     cdef timespec nap
     nap.tv_sec, nap.tv_nsec = 0, NAP_NS
     requests[0] = requests[1] = 0
@@ -294,7 +300,9 @@ cdef int transfer_by(const char *sbuf, int sn, int dest, char *rbuf, int rn, int
             if not done[i]:
                 flag = 0
                 if i == 0 and rbuf != NULL:
-                    rc = c_test(&requests[i], &flag, status)
+                    rc = truncated(c_test(&requests[i], &flag, status))
+                    if rc == TRUNCATED:     # complete, too long: the send goes on
+                        rc, flag, cut = 0, 1, 1
                 else:
                     rc = c_test(&requests[i], &flag, send_status)
                 if rc != 0:
@@ -302,7 +310,7 @@ cdef int transfer_by(const char *sbuf, int sn, int dest, char *rbuf, int rn, int
                 done[i] = flag
                 pending += not flag
         if pending == 0:
-            return 0
+            return TRUNCATED if cut else 0
         if monotonic() > deadline:
             if rbuf != NULL and not done[0]:
                 stuck[0] = source
@@ -320,15 +328,17 @@ cdef int exchange(const char *sbuf, int sn, int dest, char *rbuf, int rn, int so
     """Send sn bytes of sbuf to dest and receive rn bytes from source into
     rbuf, either buffer NULL for a step that only receives or only sends:
     one MPI_Send, MPI_Recv or MPI_Sendrecv, or by *deadline* when it is
-    not 0 (transfer_by). 0, an MPI error code, or TIMED_OUT; *status* is
-    then the receive's (received_bytes reads its length)."""
+    not 0 (transfer_by). 0, TRUNCATED (the receive's message was longer
+    than rn; the send is done), an MPI error code, or TIMED_OUT; *status*
+    is then the receive's (arrived in _mpicall.pxd reads its length)."""
     if deadline > 0.0:
         return transfer_by(sbuf, sn, dest, rbuf, rn, source, tag, comm, status, deadline, stuck)
     if rbuf == NULL:
         return c_send(sbuf, sn, BYTE, dest, tag, comm)
     if sbuf == NULL:
-        return c_recv(rbuf, rn, BYTE, source, tag, comm, status)
-    return c_sendrecv(sbuf, sn, BYTE, dest, tag, rbuf, rn, BYTE, source, tag, comm, status)
+        return truncated(c_recv(rbuf, rn, BYTE, source, tag, comm, status))
+    return truncated(c_sendrecv(sbuf, sn, BYTE, dest, tag, rbuf, rn, BYTE, source, tag, comm,
+                                status))
 
 
 cdef int exchange_copying(const char *sbuf, int sn, int dest, char *rbuf, int rn, int source,
@@ -351,7 +361,7 @@ cdef int exchange_copying(const char *sbuf, int sn, int dest, char *rbuf, int rn
     copy_apart(copy, original, sn)
     if rc == 0:
         rc = c_wait(&sreq, status)
-    rc2 = c_wait(&rreq, status)
+    rc2 = truncated(c_wait(&rreq, status))
     return rc if rc != 0 else rc2
 
 
@@ -374,11 +384,45 @@ cdef int received_bytes(void *status, int *count) noexcept nogil:
     return c_get_count(status, BYTE, count)
 
 
+cdef int truncated(int rc) noexcept nogil:
+    """TRUNCATED for an MPI error code of class MPI_ERR_TRUNCATE (a message
+    longer than its receive: Note [Message lengths] in pycoll/_p2p.py),
+    else *rc*. Both libraries complete the receive, and MPI_Sendrecv its
+    send, before they return it."""
+    cdef int error_class = -1
+    if rc > 0 and c_error_class(rc, &error_class) == 0 and error_class == ERR_TRUNCATE:
+        return TRUNCATED
+    return rc
+
+
+cdef int longer_than(void *status, int expected) noexcept nogil:
+    """The length of a message that was longer than its receive of
+    *expected* bytes, as its *status* tells it (Open MPI does), or -1 for
+    unknown (MPICH's status holds the receive's length)."""
+    cdef int count = -1
+    if received_bytes(status, &count) != 0 or count <= expected:
+        return -1
+    return count
+
+
+cdef int arrived_bytes(int rc, void *status, int expected, str what) except? -2:
+    """The bytes a receive of *expected* brought, which ended with *rc* and
+    *status*: a TRUNCATED one's as longer_than's; other errors raise
+    TransportError naming *what*."""
+    cdef int count = -1
+    if rc == TRUNCATED:
+        return longer_than(status, expected)
+    check(rc, what)
+    check(received_bytes(status, &count), "MPI_Get_count")
+    return count
+
+
 cdef int arrival_failed(Arrival *a, base, collective, algorithm, int steps) except -1:
-    """Raise the MismatchError of a lane call whose receive came up short
-    (check_lane; Note [Short messages] in pycoll/_p2p.py)."""
-    raise MismatchError.short_message(base.rank, a.peer, collective, algorithm, a.step, steps,
-                                      a.got, a.expected)
+    """Raise the MismatchError of a lane call whose receive brought another
+    length than it expected (check_lane; Note [Message lengths] in
+    pycoll/_p2p.py)."""
+    raise MismatchError.wrong_length(base.rank, a.peer, collective, algorithm, a.step, steps,
+                                     a.got, a.expected)
 
 
 cdef int lane_failed(int rc, str what, base, int peer, collective, algorithm, int step,

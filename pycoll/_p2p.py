@@ -40,22 +40,31 @@ later steps), or overlaps the buffer being sent meanwhile, the operand
 lands in scratch as before. Either way the kernel sees the same values
 in the same order, so the bits do not change.
 
-Note [Short messages]: ranks that disagree about a call (a shape, or
+Note [Message lengths]: ranks that disagree about a call (a shape, or
 sizes= lists that differ) send messages of other lengths than their
-receivers expect. A longer one is MPI's "message truncated" error on its
-receiver. A shorter one MPI accepts, leaving the rest of the receive
-buffer as it was: garbage in the result, with no error. So every receive
-of a collective's steps notes how many bytes arrived (its status's
-count); a call whose receive brought fewer bytes than it expected runs
-its remaining steps as planned, so that no rank waits for it, and then
+receivers expect. A shorter one MPI accepts, leaving the rest of the
+receive buffer as it was: garbage in the result, with no error. A longer
+one is MPI's error of class MPI_ERR_TRUNCATE on its receiver, and the
+receive completes all the same (its buffer full, the rest dropped); MPI
+completes the send of a Sendrecv too, and the other requests of a
+Waitall, or reports them pending (MPICH), to be waited for again. Had
+that error ended the receiver's call, the ranks waiting on its later
+messages would wait forever. So every receive of a collective's steps
+notes how many bytes arrived (its status's count), or that more did; a
+call whose receive brought another length than it expected runs its
+remaining steps as planned, so that no rank waits for it, and then
 raises MismatchError naming the peer, the step and both lengths
-(MismatchError.short_message). Only a rank that receives a short
-message can tell: a rank that forwards one sends its own full length, so
-ranks further on may still end with garbage. An exception on one rank
-ends most jobs; checks mode names every rank's values before any
-message. The C lanes note the same (Arrival in _mpicall.pxd). Receives
-whose length varies by design (a header's room) happen outside Plan.run,
-which is where a short one raises.
+(MismatchError.wrong_length; a longer message's is known with Open MPI,
+whose status tells it, not with MPICH). Only a rank that receives a
+wrong length can tell: a rank that forwards such a block sends its own
+length, so ranks further on may still end with garbage. An exception on
+one rank ends most jobs; checks mode names every rank's values before
+any message. The C lanes note the same (Arrival and arrived in
+_mpicall.pxd). Receives whose length varies by design (a header's room)
+happen outside Plan.run, which is where a wrong length raises. What this
+does not catch: a transfer of more than a segment, which the two sides
+cut into different numbers of messages, can leave a receive waiting for a
+segment never sent (a timeout names it) or a segment never received.
 """
 from __future__ import annotations
 
@@ -130,23 +139,70 @@ class Channel:
         self.deadline, self.collective, self.algorithm, self.steps = deadline, collective, algorithm, steps
         self.step = 0
         self.start = time.monotonic()
-        self.short = None                   # (step, source, got, expected): Note [Short messages]
+        self.short = None                   # (step, source, got, expected): Note [Message lengths]
         if self._expect:                    # a call that raised left receives unwaited: their
             self._expect.clear()            # ids may come back as another request's
             self._peers.clear()
 
     def arrived(self, got: int, expected: int, source: int) -> None:
-        """A receive of *expected* bytes from *source* brought *got*: keep
-        the call's first short one (Note [Short messages])."""
-        if got < expected and self.short is None:
+        """A receive of *expected* bytes from *source* brought *got* (-1:
+        more, by an unknown length): keep the call's first of another
+        length (Note [Message lengths])."""
+        if got != expected and self.short is None:
             self.short = (self.step, source, got, expected)
 
     def check_arrivals(self) -> None:
-        """Raise MismatchError if a receive of the call came up short."""
+        """Raise MismatchError if a receive of the call brought another
+        length than it expected."""
         if self.short is not None:
             step, source, got, expected = self.short
-            raise MismatchError.short_message(self.comm.Get_rank(), source, self.collective,
-                                              self.algorithm, step, self.steps, got, expected)
+            raise MismatchError.wrong_length(self.comm.Get_rank(), source, self.collective,
+                                             self.algorithm, step, self.steps, got, expected)
+
+    def _longer(self, exc, status, expected: int) -> int:
+        """What a receive of *expected* bytes brought when MPI raised *exc*
+        for it: a message longer than *expected* (its length from *status*
+        where MPI tells it, else -1); any other error raises *exc*."""
+        mpi = self._mpi
+        if mpi.Get_error_class(exc.Get_error_code()) != mpi.ERR_TRUNCATE:
+            raise exc
+        got = status.Get_count(self._byte)
+        return got if got > expected else -1
+
+    def _complete(self, requests: list, statuses) -> set:
+        """Waitall, or Testall until done or the deadline passes; the
+        indexes of receives whose messages were longer than their buffers
+        (Note [Message lengths]). Other MPI errors raise."""
+        mpi = self._mpi
+        try:
+            if self.deadline is None:
+                mpi.Request.Waitall(requests, statuses)
+            else:
+                testall = mpi.Request.Testall
+                tries = 0
+                while not testall(requests, statuses):
+                    tries += 1
+                    if time.monotonic() > self.deadline:
+                        self._expire(requests)
+                    if tries > SPIN:
+                        time.sleep(NAP)
+            return set()
+        except mpi.Exception as exc:
+            if statuses is None or mpi.Get_error_class(exc.Get_error_code()) != mpi.ERR_IN_STATUS:
+                raise
+            cut, pending = set(), []
+            for i, status in enumerate(statuses):
+                error = mpi.Get_error_class(status.Get_error())
+                if error == mpi.ERR_PENDING:
+                    pending.append(i)
+                elif error == mpi.ERR_TRUNCATE:
+                    cut.add(i)
+                elif error != mpi.SUCCESS:
+                    raise
+        if pending:
+            more = self._complete([requests[i] for i in pending], [statuses[i] for i in pending])
+            cut.update(pending[j] for j in more)
+        return cut
 
     # -- building blocks ------------------------------------------------
 
@@ -181,7 +237,7 @@ class Channel:
 
     def wait(self, requests: list) -> None:
         """Complete *requests*, by the deadline if the call has one, and
-        note what each receive brought (Note [Short messages])."""
+        note what each receive brought (Note [Message lengths])."""
         if not requests:
             return
         expect = self._expect
@@ -191,22 +247,13 @@ class Channel:
             while len(pool) < len(requests):
                 pool.append(self._mpi.Status())
             statuses = pool[:len(requests)]
-        if self.deadline is None:
-            self._mpi.Request.Waitall(requests, statuses)
-        else:
-            testall = self._mpi.Request.Testall
-            tries = 0
-            while not testall(requests, statuses):
-                tries += 1
-                if time.monotonic() > self.deadline:
-                    self._expire(requests)
-                if tries > SPIN:
-                    time.sleep(NAP)
+        cut = self._complete(requests, statuses)
         for i, r in enumerate(requests):
             self._peers.pop(id(r), None)
             if statuses is not None and id(r) in expect:
                 source, nbytes = expect.pop(id(r))
-                self.arrived(statuses[i].Get_count(self._byte), nbytes, source)
+                got = statuses[i].Get_count(self._byte)
+                self.arrived(got if i not in cut or got > nbytes else -1, nbytes, source)
 
     def _expire(self, requests: list):
         """The deadline has passed: cancel the pending receives, break the
@@ -251,8 +298,11 @@ class Channel:
             if self._c is not None:
                 got = self._c.recv(buf, source, self.tag)
             else:
-                self.comm.Recv([buf, self._byte], source, self.tag, self._status)
-                got = self._status.Get_count(self._byte)
+                try:
+                    self.comm.Recv([buf, self._byte], source, self.tag, self._status)
+                    got = self._status.Get_count(self._byte)
+                except self._mpi.Exception as exc:
+                    got = self._longer(exc, self._status, n)
             self.arrived(got, n, source)
         else:
             self.wait(self.irecv(buf, source))
@@ -309,9 +359,12 @@ class Channel:
             got = self._c.sendrecv(sendbuf, dest, recvbuf, source, self.tag)
         else:
             byte, tag = self._byte, self.tag
-            self.comm.Sendrecv([sendbuf, byte], dest, tag, [recvbuf, byte], source, tag,
-                               self._status)
-            got = self._status.Get_count(byte)
+            try:
+                self.comm.Sendrecv([sendbuf, byte], dest, tag, [recvbuf, byte], source, tag,
+                                   self._status)
+                got = self._status.Get_count(byte)
+            except self._mpi.Exception as exc:
+                got = self._longer(exc, self._status, len(recvbuf))
         self.arrived(got, len(recvbuf), source)
 
     def sync(self, dest: int, source: int) -> None:

@@ -96,7 +96,7 @@ class Plan:
             self.module.run(t)
         finally:
             t.send = t.data = t.out = None          # hold no caller memory
-        self.channel.check_arrivals()               # Note [Short messages] in _p2p.py
+        self.channel.check_arrivals()               # Note [Message lengths] in _p2p.py
 
 
 # Call signatures whose Plans (and lanes) a communicator keeps; at the

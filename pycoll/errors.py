@@ -22,18 +22,22 @@ class MismatchError(ValueError):
         self.records = records
 
     @classmethod
-    def short_message(cls, rank: int, peer: int, collective: str, algorithm: str, step: int,
-                      steps: int, got: int, expected: int) -> MismatchError:
-        """What a rank raises when a message brought fewer bytes than its
-        receive expected (Note [Short messages] in pycoll/_p2p.py): the
-        ranks disagree about the call, and checks mode is off. ``records``
-        holds this rank's view only."""
-        return cls(f"rank {rank} received {got} bytes from rank {peer} in {collective}"
+    def wrong_length(cls, rank: int, peer: int, collective: str, algorithm: str, step: int,
+                     steps: int, got: int, expected: int) -> MismatchError:
+        """What a rank raises when a message brought another number of
+        bytes than its receive expected (Note [Message lengths] in
+        pycoll/_p2p.py): the ranks disagree about the call, and checks mode
+        is off. *got* is -1 for a longer message whose length MPI did not
+        tell; ``records`` then holds None for it, and holds this rank's
+        view only."""
+        brought = f"{got} bytes" if got >= 0 else f"more than {expected} bytes"
+        return cls(f"rank {rank} received {brought} from rank {peer} in {collective}"
                    f"({algorithm}), step {step} of {steps}, where it expected {expected}: the "
                    "ranks disagree about the call (a shape, or sizes=); checks mode "
                    "(pycoll.set_checks(True)) names every rank's values",
                    {rank: {"collective": collective, "algorithm": algorithm, "peer": peer,
-                           "step": step, "received": got, "expected": expected}})
+                           "step": step, "received": got if got >= 0 else None,
+                           "expected": expected}})
 
 
 class CollectiveTimeout(TimeoutError):

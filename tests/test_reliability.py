@@ -25,6 +25,15 @@ def test_a_short_message_raises_instead_of_leaving_garbage(p):
     run_ranks(p, "short")
 
 
+@pytest.mark.parametrize("p", [2, 3, 5])
+def test_a_long_message_raises_instead_of_leaving_ranks_waiting(p):
+    """The other way round: a message longer than its receive (MPI's
+    "message truncated") ends in MismatchError on its receiver after the
+    call's other messages, so no rank waits for it, and the communicator
+    stays usable."""
+    run_ranks(p, "long")
+
+
 def test_checks_mode_from_the_environment():
     run_ranks(3, "env_checks", env={"PYCOLL_CHECKS": "1"})
 
