@@ -428,10 +428,14 @@ cdef int arrival_failed(Arrival *a, base, collective, algorithm, int steps) exce
 cdef int lane_failed(int rc, str what, base, int peer, collective, algorithm, int step,
                      int steps, double started) except -1:
     """Raise for a lane call that ended with *rc*, not 0 (check_lane):
-    TIMED_OUT raises
-    the CollectiveTimeout naming *peer* and *step* of *steps*, after
-    breaking the communicator *base* (as Channel._expire in
-    pycoll/_p2p.py); an MPI error code raises TransportError (check)."""
+    TIMED_OUT raises the CollectiveTimeout naming *peer* and *step* of
+    *steps*, after breaking the communicator *base* (as Channel._expire in
+    pycoll/_p2p.py); TRUNCATED, where a lane does not note it (a header's
+    room is the longest header), and an MPI error code raise
+    TransportError (check)."""
+    if rc == TRUNCATED:
+        raise TransportError(f"{what} received a message longer than its receive "
+                             "(MPI: message truncated)")
     if rc == TIMED_OUT:
         error = CollectiveTimeout(base.rank, peer, collective, algorithm, step, steps,
                                   monotonic() - started)

@@ -62,9 +62,10 @@ one rank ends most jobs; checks mode names every rank's values before
 any message. The C lanes note the same (Arrival and arrived in
 _mpicall.pxd). Receives whose length varies by design (a header's room)
 happen outside Plan.run, which is where a wrong length raises. What this
-does not catch: a transfer of more than a segment, which the two sides
-cut into different numbers of messages, can leave a receive waiting for a
-segment never sent (a timeout names it) or a segment never received.
+does not catch: where the two sides' lengths make different numbers of
+messages (a block of 0 bytes is none; a transfer of more than a segment,
+several), a receive can wait for a message never sent (a timeout names
+it), or a message stay unreceived.
 """
 from __future__ import annotations
 

@@ -3609,7 +3609,8 @@ def _disagreeing_sizes(run, held: int, expected: int):
     a timeout, through the C calls and through mpi4py's, finishes on every
     rank; at least one rank raises MismatchError naming a receive of the
     wrong length, and the last rank, whose receives all match, gets the
-    right rows. The communicator stays usable."""
+    right rows. Then every reduction and alltoall with shapes that differ
+    (the same, without the rows to check). The communicator stays usable."""
     import os
     comm, p, r = run.comm, run.p, run.r
     q = p - 1
@@ -3648,6 +3649,28 @@ def _disagreeing_sizes(run, held: int, expected: int):
                         run.check(f"{collective} {algorithm} on rank {q}", y, mine)
                 count = int(c.allreduce(np.array([raised]))[0])
                 assert count >= 1, f"{collective}({algorithm}): no rank noticed the wrong length"
+                run.count += 1
+    # Shapes that differ, in every reduction and alltoall: the last rank
+    # holds held * p elements, the others expected * p (so no rank's
+    # blocks are empty: a block of 0 bytes is no message, and ranks that
+    # disagree about that wait for one another; Note [Message lengths]).
+    # Messages both shorter and longer than their receives.
+    v = np.ones((held if r == q else expected) * p, np.float32)
+    reductions = [("allreduce", a) for a in ("ring", "recursive_doubling", "rabenseifner", "tree")]
+    reductions += [("reduce", a) for a in ("binomial", "rabenseifner")]
+    reductions += [("reduce_scatter", a) for a in ("ring", "recursive_halving")]
+    reductions += [("alltoall", "pairwise")] + [("scan", a) for a in ("recursive_doubling", "linear")]
+    for c in (comm, plain):
+        for collective, algorithm in reductions:
+            for timeout in (None, None, None, 60):
+                try:
+                    getattr(c, collective)(v, algorithm=algorithm, timeout=timeout)
+                    raised = 0
+                except pycoll.MismatchError as exc:
+                    assert f"in {collective}({algorithm})" in str(exc), str(exc)
+                    raised = 1
+                count = int(c.allreduce(np.array([raised]))[0])
+                assert count >= 1, f"{collective}({algorithm}): no rank noticed"
                 run.count += 1
     # the same communicator, consistent again
     run.check("after wrong lengths", comm.allgather(np.full((1, 3), r + 1, np.float32)), rows)

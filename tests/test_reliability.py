@@ -21,7 +21,8 @@ def test_checks_mode(p):
 def test_a_short_message_raises_instead_of_leaving_garbage(p):
     """sizes= that differ between ranks, checks mode off: the calls finish on
     every rank, a rank whose receive came up short raises MismatchError, and
-    the communicator stays usable."""
+    the communicator stays usable. Then shapes that differ, in every
+    reduction and alltoall."""
     run_ranks(p, "short")
 
 
