@@ -64,8 +64,9 @@ _mpicall.pxd). Receives whose length varies by design (a header's room)
 happen outside Plan.run, which is where a wrong length raises. What this
 does not catch: where the two sides' lengths make different numbers of
 messages (a block of 0 bytes is none; a transfer of more than a segment,
-several), a receive can wait for a message never sent (a timeout names
-it), or a message stay unreceived.
+several), a receive can wait for a message never sent, or a message stay
+unreceived and, past MPI's eager size, its sender wait (a timeout names
+either).
 """
 from __future__ import annotations
 
