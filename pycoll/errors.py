@@ -1,6 +1,7 @@
 """The errors pycoll raises beyond TypeError and ValueError.
 
-MismatchError      checks mode found ranks disagreeing about a call
+MismatchError      ranks disagree about a call: found by checks mode before
+                   any message, or by a receive of the wrong length after
 CollectiveTimeout  a call's deadline passed while waiting for a peer
 
 Neither ends the job: library code never calls MPI_Abort and never exits.
@@ -12,7 +13,9 @@ from __future__ import annotations
 
 
 class MismatchError(ValueError):
-    """Ranks called collectives that do not match (checks mode).
+    """Ranks called collectives that do not match: raised on every rank by
+    checks mode, before any message, or, with checks mode off, by a rank
+    whose receive brought another length than it expected (wrong_length).
 
     ``records`` lists each rank's view of the call: {rank: {field: value}}.
     """
