@@ -94,8 +94,8 @@ def exchange(c, root: int, header, deadline, collective: str, payload=None) -> t
                     length += len(payload)
                     message[WORD_BYTES:length] = payload
     channel = Channel(c, c.next_tag())
-    channel.begin(deadline, collective, "header", 1)
     parent, children = binomial_edges(root, c.rank, c.size)
+    channel.begin(deadline, collective, "header", (parent is not None) + len(children))
     if parent is not None:
         channel.recv(message, parent)
     if collective == "scatter" and word[0] == HEADER_INLINE:

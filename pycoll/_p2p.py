@@ -129,7 +129,7 @@ class Channel:
         # Single messages go through C calls when the communicator has them
         # (pycoll/_mpicall.pyx); segmented transfers always through mpi4py.
         self._c = base.transport
-        self._peers = {}                    # id(request) -> the rank it involves
+        self._peers = {}                    # id(request) -> (the rank it involves, its step)
         self._expect = {}                   # id(receive request) -> (source, bytes expected)
         self._status = self._mpi.Status()   # a blocking mpi4py receive's
         self._statuses = []                 # wait()'s, one per request
@@ -146,12 +146,12 @@ class Channel:
             self._expect.clear()            # ids may come back as another request's
             self._peers.clear()
 
-    def arrived(self, got: int, expected: int, source: int) -> None:
-        """A receive of *expected* bytes from *source* brought *got* (-1:
-        more, by an unknown length): keep the call's first of another
-        length (Note [Message lengths])."""
+    def arrived(self, got: int, expected: int, source: int, step: int = 0) -> None:
+        """A receive of *expected* bytes from *source*, at *step* (0: the
+        current one), brought *got* (-1: more, by an unknown length): keep
+        the call's first of another length (Note [Message lengths])."""
         if got != expected and self.short is None:
-            self.short = (self.step, source, got, expected)
+            self.short = (step or self.step, source, got, expected)
 
     def check_arrivals(self) -> None:
         """Raise MismatchError if a receive of the call brought another
@@ -214,27 +214,40 @@ class Channel:
         return _segments(buf, self.segment)
 
     def _post(self, start, buf, peer: int) -> list:
-        byte, tag, peers = self._byte, self.tag, self._peers
+        byte, tag, peers, step = self._byte, self.tag, self._peers, (peer, self.step)
         requests = []
         for lo, hi in self.segments(buf):
             request = start([buf[lo:hi], byte], peer, tag)
-            peers[id(request)] = peer
+            peers[id(request)] = step
             requests.append(request)
         return requests
 
     def _post_recv(self, into, source: int):
         """An Irecv of *into* (one segment) whose length wait() checks."""
         request = self.comm.Irecv([into, self._byte], source, self.tag)
-        self._peers[id(request)] = source
-        self._expect[id(request)] = (source, len(into))
+        self._peers[id(request)] = (source, self.step)
+        self._expect[id(request)] = (source, len(into), self.step)
         return request
 
     def isend(self, buf, dest: int) -> list:
-        """Start sending *buf* (segmented); returns the requests."""
-        return self._post(self.comm.Isend, buf, dest)
+        """Start sending *buf* (segmented), the next step; returns the
+        requests, for wait(): an algorithm's messages posted together
+        (a root's to every rank, say), each its own step."""
+        self.step += 1
+        return self._isend(buf, dest)
 
     def irecv(self, buf, source: int) -> list:
-        """Start receiving into *buf* (segmented); returns the requests."""
+        """Start receiving into *buf* (segmented), the next step; returns
+        the requests, as isend."""
+        self.step += 1
+        return self._irecv(buf, source)
+
+    def _isend(self, buf, dest: int) -> list:
+        """isend within the current step."""
+        return self._post(self.comm.Isend, buf, dest)
+
+    def _irecv(self, buf, source: int) -> list:
+        """irecv within the current step."""
         return [self._post_recv(buf[lo:hi], source) for lo, hi in self.segments(buf)]
 
     def wait(self, requests: list) -> None:
@@ -253,15 +266,16 @@ class Channel:
         for i, r in enumerate(requests):
             self._peers.pop(id(r), None)
             if statuses is not None and id(r) in expect:
-                source, nbytes = expect.pop(id(r))
+                source, nbytes, step = expect.pop(id(r))
                 got = statuses[i].Get_count(self._byte)
-                self.arrived(got if i not in cut or got > nbytes else -1, nbytes, source)
+                self.arrived(got if i not in cut or got > nbytes else -1, nbytes, source, step)
 
     def _expire(self, requests: list):
         """The deadline has passed: cancel the pending receives, break the
         communicator, raise CollectiveTimeout naming the first pending peer."""
         pending = [r for r in requests if not r.Test()]
-        peer = self._peers.get(id(pending[0])) if pending else None
+        peer, step = self._peers.get(id(pending[0]), (None, self.step)) if pending \
+            else (None, self.step)
         for r in pending:
             try:
                 r.Cancel()                  # receives only, in effect: MPI 4 deprecates send cancel
@@ -270,7 +284,7 @@ class Channel:
         self._peers.clear()
         self._expect.clear()
         error = CollectiveTimeout(self.comm.Get_rank(), peer, self.collective, self.algorithm,
-                                  self.step, self.steps, time.monotonic() - self.start)
+                                  step, self.steps, time.monotonic() - self.start)
         self._base._break(error)
         logging.getLogger("pycoll").warning("%s; the communicator is broken", error)
         raise error
@@ -290,7 +304,7 @@ class Channel:
             else:
                 self.comm.Send([buf, self._byte], dest, self.tag)
         else:
-            self.wait(self.isend(buf, dest))
+            self.wait(self._isend(buf, dest))
         self._stage.done()
 
     def recv(self, buf, source: int) -> None:
@@ -307,7 +321,7 @@ class Channel:
                     got = self._longer(exc, self._status, n)
             self.arrived(got, n, source)
         else:
-            self.wait(self.irecv(buf, source))
+            self.wait(self._irecv(buf, source))
 
     def sendrecv(self, sendbuf, dest: int, recvbuf, source: int) -> None:
         """Send to *dest* while receiving from *source* (either may be None)."""
@@ -320,9 +334,9 @@ class Channel:
                 and type(sendbuf) is not Pieces and type(recvbuf) is not Pieces:
             self._sendrecv1(sendbuf, dest, recvbuf, source)
         else:
-            requests = self.irecv(recvbuf, source) if nr else []
+            requests = self._irecv(recvbuf, source) if nr else []
             if ns:
-                requests += self.isend(sendbuf, dest)
+                requests += self._isend(sendbuf, dest)
             self.wait(requests)
         self._stage.done()
 
@@ -351,7 +365,8 @@ class Channel:
             self.arrived(self._c.sendrecv_copy(sendbuf, dest, recvbuf, source, self.tag, copy),
                          len(recvbuf), source)
             return
-        requests = (self.irecv(recvbuf, source) if len(recvbuf) else []) + self.isend(sendbuf, dest)
+        requests = self._irecv(recvbuf, source) if len(recvbuf) else []
+        requests += self._isend(sendbuf, dest)
         copy[:] = sendbuf
         self.wait(requests)
 
@@ -375,8 +390,8 @@ class Channel:
         byte, tag, comm = self._byte, self.tag, self.comm
         empty = self.scratch("sync", 0)
         requests = [comm.Irecv([empty, byte], source, tag), comm.Isend([empty, byte], dest, tag)]
-        self._peers[id(requests[0])] = source
-        self._peers[id(requests[1])] = dest
+        self._peers[id(requests[0])] = (source, self.step)
+        self._peers[id(requests[1])] = (dest, self.step)
         self.wait(requests)
 
     def recv_reduce(self, acc, source: int, received_left: bool, out=None, keep=None) -> None:
@@ -440,7 +455,7 @@ class Channel:
                 post(k + 2)              # the slot of segment k is free again
             if dest is not None:
                 request = comm.Isend([out[lo:hi], byte], dest, tag)
-                self._peers[id(request)] = dest
+                self._peers[id(request)] = (dest, self.step)
                 sends.append(request)
         self.wait(sends)
 
@@ -462,7 +477,7 @@ class Channel:
             else:
                 self.reduce(out, acc, received)
             return
-        sends = self.isend(sendbuf, dest)
+        sends = self._isend(sendbuf, dest)
         out = acc if out is None else out
         keep = out if lands_in(out, acc, sendbuf) else None
         self.recv_reduce(acc, source, received_left, out=out, keep=keep)
@@ -473,7 +488,7 @@ class Channel:
         """Receive *buf* from *source*, forwarding each segment to *dest* as
         soon as it has arrived (a pipelined chain)."""
         self.step += 1
-        recvs = self.irecv(buf, source)
+        recvs = self._irecv(buf, source)
         sends = []
         for request, (lo, hi) in zip(recvs, self.segments(buf)):
             self.wait([request])

@@ -524,9 +524,10 @@ def _disagree(c, record: dict, text: str, deadline, mine) -> None:
     buf = np.zeros(RECORD_BYTES * c.size, np.uint8)
     buf[c.rank * RECORD_BYTES:c.rank * RECORD_BYTES + len(text)] = np.frombuffer(text.encode(), np.uint8)
     channel = Channel(c, c.next_tag())
-    channel.begin(deadline, record.get("collective", "?"), "checks", 1)
+    bruck = REGISTRY["allgather"]["bruck"]
+    channel.begin(deadline, record.get("collective", "?"), "checks", bruck.steps(c.size))
     counts = (RECORD_BYTES,) * c.size
-    REGISTRY["allgather"]["bruck"].run(Task(channel, c.rank, c.size, send=None, out=buf, counts=counts))
+    bruck.run(Task(channel, c.rank, c.size, send=None, out=buf, counts=counts))
     records = {r: json.loads(bytes(buf[r * RECORD_BYTES:(r + 1) * RECORD_BYTES]).rstrip(b"\0").decode())
                for r in range(c.size)}
     if all(len({json.dumps(rec.get(k)) for rec in records.values() if rec.get(k) != ANY}) <= 1
@@ -921,7 +922,8 @@ def _scatter_receive(c, receiver, root, algorithm, message, out, tag, deadline):
             c, ("scatter-lane", root, algorithm, word.tobytes()),
             lambda: _lanes.make_scatter_data(c, word, root, algorithm)))
         channel = Channel(c, tag)
-        channel.begin(deadline, "scatter", "header", 1)
+        children = _header.binomial_edges(root, c.rank, c.size)[1]
+        channel.begin(deadline, "scatter", "header", len(children))
         own = _header.scatter_forward(c, root, dtype, shape, word, message[WORD_BYTES:], channel)
         return _scatter_own(c, root, algorithm, dtype, shape, own, out)
     if word[0] == HEADER_OK:

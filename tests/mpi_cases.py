@@ -18,6 +18,7 @@ import hashlib
 import importlib.util
 import itertools
 import os
+import re
 import sys
 import time
 import zlib
@@ -3589,35 +3590,38 @@ def group_checks(run):
 
 def group_short(run):
     """Ranks that disagree about sizes=, checks mode off (Note [Message
-    lengths] in pycoll/_p2p.py): the last rank holds one row and says so,
-    the others expect two from it, a message shorter than its receive."""
+    lengths] in pycoll/_p2p.py): rank 1 holds one row and says so, the
+    others expect two from it, a message shorter than its receive."""
     _disagreeing_sizes(run, held=1, expected=2)
 
 
 def group_long(run):
-    """As group_short, but the last rank holds two rows and says so, and
-    the others expect one: a message longer than its receive, MPI's
+    """As group_short, but rank 1 holds two rows and says so, and the
+    others expect one: a message longer than its receive, MPI's
     "message truncated" error, which used to end the receiver's call and
     leave the ranks waiting on it waiting."""
     _disagreeing_sizes(run, held=2, expected=1)
 
 
 def _disagreeing_sizes(run, held: int, expected: int):
-    """The last rank holds *held* rows and says so; the others expect
-    *expected* rows from it. Every call of gather and allgather, on the
+    """Rank q = 1 holds *held* rows and says so; the others expect
+    *expected* rows from it (rank 1, not the last: a root's receive from
+    it is then not its last, and MPICH reports the others pending, which
+    wait() must wait for again). Every call of gather and allgather, on the
     general path (first call), on the lane (later calls), with and without
     a timeout, through the C calls and through mpi4py's, finishes on every
     rank; at least one rank raises MismatchError naming a receive of the
-    wrong length, and the last rank, whose receives all match, gets the
-    right rows. Then every reduction and alltoall with shapes that differ
+    wrong length, and rank q, whose receives all match, gets the right
+    rows. Then every reduction and alltoall with shapes that differ
     (the same, without the rows to check). The communicator stays usable."""
     import os
     comm, p, r = run.comm, run.p, run.r
-    q = p - 1
-    sizes = [1] * (p - 1) + ([held] if r == q else [expected])
+    q = 1
+    sizes = [1] * p
+    sizes[q] = held if r == q else expected
     x = np.full((sizes[r], 3), r + 1, np.float32)
     rows = np.repeat(np.arange(1, p + 1, dtype=np.float32), 3).reshape(p, 3)
-    mine = np.concatenate([rows, rows[-1:].repeat(held - 1, axis=0)])   # the last rank's view
+    mine = np.repeat(rows, sizes, axis=0) if r == q else None      # rank q's view
     os.environ["PYCOLL_TRANSPORT"] = "mpi4py"
     try:
         plain = pycoll.Communicator(comm)
@@ -3643,6 +3647,8 @@ def _disagreeing_sizes(run, held: int, expected: int):
                         assert ("more than" in str(exc)) == (got is None), str(exc)
                     assert "ranks disagree about the call" in str(exc), str(exc)
                     assert f"in {collective}({algorithm})" in str(exc), str(exc)
+                    step, steps = map(int, re.search(r"step (\d+) of (\d+)", str(exc)).groups())
+                    assert 1 <= step <= steps, str(exc)     # messages posted together: one step each
                     raised = 1
                 else:
                     if r == q and (collective == "allgather" or r == 0):
@@ -3650,7 +3656,7 @@ def _disagreeing_sizes(run, held: int, expected: int):
                 count = int(c.allreduce(np.array([raised]))[0])
                 assert count >= 1, f"{collective}({algorithm}): no rank noticed the wrong length"
                 run.count += 1
-    # Shapes that differ, in every reduction and alltoall: the last rank
+    # Shapes that differ, in every reduction and alltoall: rank q
     # holds held * p elements, the others expected * p (so no rank's
     # blocks are empty: a block of 0 bytes is no message, and ranks that
     # disagree about that wait for one another; Note [Message lengths]).
