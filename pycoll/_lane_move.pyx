@@ -287,8 +287,8 @@ cdef class ScatterRoot:
                         break
         finally:
             PyBuffer_Release(&b)
-        check_lane(rc, "the scatter header", self.base, self.stuck_peer, "scatter", "header", i,
-                   self.nchildren, started, NULL)
+        check_lane(rc, "the scatter header", self.base, self.stuck_peer, "scatter", "header",
+                   i + 1, self.nchildren, started, NULL)           # steps from 1, as everywhere
         result = self.data.call(x, out, -1, deadline)
         return self.rest(x, out, deadline) if result is NOT_TAKEN else result
 
@@ -357,7 +357,7 @@ cdef class ScatterReceiver:
         finally:
             PyBuffer_Release(&b)
         check_lane(rc, "the scatter header", self.base, self.stuck_peer, "scatter", "header",
-                   self.done, 1 + self.nchildren, started, NULL)
+                   self.done + 1, 1 + self.nchildren, started, NULL)   # the message it was on
         if same:
             if inline:
                 result = (<StepLane>self.lane).call(self.lane_x, out, tag, deadline)
@@ -606,7 +606,7 @@ cdef class BroadcastLane(StagedSends):
         if matched:
             settle(&self.ways[0], &st, rc)
         check_lane(rc, "the broadcast lane", self.base, self.stuck_peer, "broadcast",
-                   self.algorithm, self.done, self.nmessages, started, NULL)
+                   self.algorithm, self.done + 1, self.nmessages, started, NULL)  # the one on
         if not matched:
             return self.rest(None if guessed else x, self.message[:count], deadline, algorithm)
         return x

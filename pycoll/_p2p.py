@@ -130,7 +130,7 @@ class Channel:
         # (pycoll/_mpicall.pyx); segmented transfers always through mpi4py.
         self._c = base.transport
         self._peers = {}                    # id(request) -> (the rank it involves, its step)
-        self._expect = {}                   # id(receive request) -> (source, bytes expected)
+        self._expect = {}                   # id(receive request) -> (source, bytes expected, step)
         self._status = self._mpi.Status()   # a blocking mpi4py receive's
         self._statuses = []                 # wait()'s, one per request
         self.begin(None, "collective", "?", 0)
@@ -214,11 +214,11 @@ class Channel:
         return _segments(buf, self.segment)
 
     def _post(self, start, buf, peer: int) -> list:
-        byte, tag, peers, step = self._byte, self.tag, self._peers, (peer, self.step)
+        byte, tag, peers, entry = self._byte, self.tag, self._peers, (peer, self.step)
         requests = []
         for lo, hi in self.segments(buf):
             request = start([buf[lo:hi], byte], peer, tag)
-            peers[id(request)] = step
+            peers[id(request)] = entry
             requests.append(request)
         return requests
 
@@ -272,10 +272,12 @@ class Channel:
 
     def _expire(self, requests: list):
         """The deadline has passed: cancel the pending receives, break the
-        communicator, raise CollectiveTimeout naming the first pending peer."""
+        communicator, raise CollectiveTimeout naming the first pending peer
+        and its step."""
         pending = [r for r in requests if not r.Test()]
-        peer, step = self._peers.get(id(pending[0]), (None, self.step)) if pending \
-            else (None, self.step)
+        peer, step = None, self.step
+        if pending:
+            peer, step = self._peers.get(id(pending[0]), (peer, step))
         for r in pending:
             try:
                 r.Cancel()                  # receives only, in effect: MPI 4 deprecates send cancel
