@@ -88,6 +88,7 @@ from pycoll.errors import CollectiveTimeout, MismatchError
 COPY_OVERLAP = 64 << 10
 SPIN = 2000            # deadline waits test this many times before sleeping between tests
 NAP = 50e-6
+NONE_CUT = frozenset()  # Channel._complete's, when no receive was truncated: no set per wait
 
 
 def lands_in(out, acc, sending=None) -> bool:
@@ -168,10 +169,15 @@ class Channel:
         mpi = self._mpi
         if mpi.Get_error_class(exc.Get_error_code()) != mpi.ERR_TRUNCATE:
             raise exc
+        return self._longer_count(status, expected)
+
+    def _longer_count(self, status, expected: int) -> int:
+        """A truncated receive's length: its *status*'s count where MPI
+        tells it (Open MPI), else -1 (MPICH counts the receive's room)."""
         got = status.Get_count(self._byte)
         return got if got > expected else -1
 
-    def _complete(self, requests: list, statuses) -> set:
+    def _complete(self, requests: list, statuses) -> set | frozenset:
         """Waitall, or Testall until done or the deadline passes; the
         indexes of receives whose messages were longer than their buffers
         (Note [Message lengths]). Other MPI errors raise."""
@@ -188,7 +194,7 @@ class Channel:
                         self._expire(requests)
                     if tries > SPIN:
                         time.sleep(NAP)
-            return set()
+            return NONE_CUT
         except mpi.Exception as exc:
             if statuses is None or mpi.Get_error_class(exc.Get_error_code()) != mpi.ERR_IN_STATUS:
                 raise
@@ -267,8 +273,9 @@ class Channel:
             self._peers.pop(id(r), None)
             if statuses is not None and id(r) in expect:
                 source, nbytes, step = expect.pop(id(r))
-                got = statuses[i].Get_count(self._byte)
-                self.arrived(got if i not in cut or got > nbytes else -1, nbytes, source, step)
+                got = self._longer_count(statuses[i], nbytes) if i in cut \
+                    else statuses[i].Get_count(self._byte)
+                self.arrived(got, nbytes, source, step)
 
     def _expire(self, requests: list):
         """The deadline has passed: cancel the pending receives, break the
