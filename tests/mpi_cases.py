@@ -13,6 +13,7 @@ across ranks at the end with mpi4py's own allgather (independent of pycoll).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import importlib.util
@@ -35,6 +36,23 @@ from pycoll.algorithms import ALGORITHMS, REGISTRY
 
 F32 = np.float32
 
+# Note [Wide launches]
+# ~~~~~~~~~~~~~~~~~~~~
+# From p = WIDE on, a launch on a two-core machine puts three or four
+# busy-polling ranks on each core: a call there costs milliseconds (about
+# 20 ms at p = 8) where it costs microseconds at p = 2, and every rank that
+# imports torch spends 2-3 s of CPU before its first call. So there the
+# grids take half of each dimension that no schedule depends on: the
+# (op, dtype) pairs, the fusion group's (dtype, strategy) pairs, the
+# array-like forms, the random calls of the mixed group (Run.some); torch
+# tensors are offered at p < WIDE only (Run.torch: a tensor's views do not
+# change with p). What a schedule does depend on stays whole at every p:
+# the algorithms, roots, counts around p, folds and segments. The kernels
+# meet every pair in test_kernels.py, and every pair meets every algorithm
+# at p = 1-4. On a machine with a core for each rank, PYCOLL_TESTS_WIDE=N
+# moves the bound (a number above p runs every grid whole).
+WIDE = int(os.environ.get("PYCOLL_TESTS_WIDE", "5"))
+
 
 class Run:
     """One group's bookkeeping on one rank."""
@@ -44,6 +62,15 @@ class Run:
         self.p, self.r = comm.size, comm.rank
         self.digests = []
         self.count = 0
+        # torch tensors are offered where importing torch is cheap enough
+        self.torch = self.p < WIDE and importlib.util.find_spec("torch") is not None
+
+    def some(self, items) -> list:
+        """All of items at p < WIDE; from WIDE on every other one: the
+        even-numbered at even p, the odd-numbered at odd p, so that p = 8
+        and p = 5 or 7 take every item between them (Note [Wide launches])."""
+        items = list(items)
+        return items if self.p < WIDE else items[self.p % 2::2]
 
     def check(self, name, got, expected):
         assert_bitwise_equal(got, expected, name)
@@ -82,6 +109,19 @@ def lanes_only(names, why, when=True):
     finally:
         for name, general in saved.items():
             setattr(pycoll.api, name, general)
+
+
+@contextlib.contextmanager
+def own_segments(comm):
+    """A communicator over comm's ranks that cuts messages into the
+    library's own segments (the tuner's), not the tests' 256 bytes: a 2 MiB
+    allreduce at p = 8 would otherwise take some 14,000 messages a rank."""
+    sub = comm.split(0)
+    sub._use_settings(dataclasses.replace(sub.settings, segment_bytes=None))
+    try:
+        yield sub
+    finally:
+        sub.free()
 
 
 def seed_of(*parts) -> int:
@@ -210,7 +250,7 @@ def scan_case(run, algo, op, dtype, shape, exclusive):
 
 def group_reductions(run):
     p = run.p
-    pairs = reduction_pairs()
+    pairs = run.some(reduction_pairs())
     counts = counts_for(p)
     for algo in ALGORITHMS["allreduce"]:
         for op, dtype in pairs:
@@ -358,25 +398,26 @@ def group_special(run):
     # zeros that is not exact, so that the order of combination matters.
     # Every rank must get the same bits; the values are checked where they
     # cannot depend on the order.
-    for dtype in ("float16", "bfloat16", "float32", "float64", "complex64"):
-        for op in (Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.AVG):
-            if op in (Op.MAX, Op.MIN) and dtype == "complex64":
-                continue
-            for algo in ALGORITHMS["allreduce"]:
-                name = f"special allreduce {algo} {op.value} {dtype}"
-                xs = [special_data(dtype, seed_of(name), i) for i in range(p)]
-                y = comm.allreduce(xs[r], op=op, algorithm=algo)
-                run.same_everywhere(name, y)
-                with np.errstate(all="ignore"):
-                    expected = reduce_ranks(op, xs)
-                if op in (Op.MAX, Op.MIN):
-                    # order-free except the sign of a tie between -0.0 and +0.0
-                    assert_same_values(unsigned_zeros(y), unsigned_zeros(expected), name)
-                elif dtype in ("float32", "float64"):
-                    # NaNs and infinities do not depend on the order
-                    for pattern in (np.isnan, np.isposinf, np.isneginf):
-                        assert np.array_equal(pattern(y), pattern(expected)), f"{name}: {pattern.__name__}"
-                run.count += 1
+    for dtype, op in run.some(itertools.product(
+            ("float16", "bfloat16", "float32", "float64", "complex64"),
+            (Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.AVG))):
+        if op in (Op.MAX, Op.MIN) and dtype == "complex64":
+            continue
+        for algo in ALGORITHMS["allreduce"]:
+            name = f"special allreduce {algo} {op.value} {dtype}"
+            xs = [special_data(dtype, seed_of(name), i) for i in range(p)]
+            y = comm.allreduce(xs[r], op=op, algorithm=algo)
+            run.same_everywhere(name, y)
+            with np.errstate(all="ignore"):
+                expected = reduce_ranks(op, xs)
+            if op in (Op.MAX, Op.MIN):
+                # order-free except the sign of a tie between -0.0 and +0.0
+                assert_same_values(unsigned_zeros(y), unsigned_zeros(expected), name)
+            elif dtype in ("float32", "float64"):
+                # NaNs and infinities do not depend on the order
+                for pattern in (np.isnan, np.isposinf, np.isneginf):
+                    assert np.array_equal(pattern(y), pattern(expected)), f"{name}: {pattern.__name__}"
+            run.count += 1
 
     # Out of place the first reduction receives straight into the result
     # (Note [Reduce in place] in _p2p.py); in place it goes through scratch.
@@ -515,14 +556,12 @@ def group_special(run):
         run.check("context manager", c2.allgather(np.array([r])), np.arange(p))
     assert c2.freed
 
-    # Python objects with the buffer protocol, and torch tensors when present.
+    # Python objects with the buffer protocol, and torch tensors when present
+    # (below p = WIDE: Note [Wide launches]).
     y = comm.allreduce(bytearray([r, 1]))
     run.check("bytearray", y, np.array([sum(range(p)) % 256, p], np.uint8))
-    try:
+    if run.torch:
         import torch
-    except ImportError:
-        torch = None
-    if torch is not None:
         t = torch.arange(6, dtype=torch.float32).reshape(2, 3) * (r + 1)
         y = comm.allreduce(t)
         run.check("torch allreduce", y, np.arange(6, dtype=F32).reshape(2, 3) * sum(range(1, p + 1)))
@@ -696,7 +735,7 @@ def group_lane(run):
     comm, p, r = run.comm, run.p, run.r
     lanes = 0
     for algo in ("recursive_doubling", "tree", "auto"):
-        for op, dtype in reduction_pairs():
+        for op, dtype in run.some(reduction_pairs()):
             for repeat in range(3):
                 name = f"lane {algo} {op.value} {dtype} call {repeat}"
                 xs = [rank_data(dtype, (3,), i, seed_of(name), op) for i in range(p)]
@@ -1062,85 +1101,85 @@ def array_like_lane_cases(run):
     if comm.transport is None or p < 2:
         return
     wrappers = {kind: wrap for kind, wrap in ARRAY_LIKES.items()
-                if wrap is not None and (kind != "torch" or importlib.util.find_spec("torch"))}
+                if wrap is not None and (kind != "torch" or run.torch)}
     root = p - 1
     why = "an array-like left its lane"
-    for kind, wrap in wrappers.items():
+    forms = (("method", comm), ("function", pycoll.api))
+    for (form, api), (kind, wrap) in run.some(itertools.product(forms, wrappers.items())):
         # what the calls write into (out=, broadcast's x): numpy itself where
         # this numpy cannot write through the form (writes_through)
         write = wrap if writes_through(kind) else np.asarray
-        for form, api in (("method", comm), ("function", pycoll.api)):
-            on = {} if form == "method" else {"comm": comm}
-            for repeat in range(3):
-                name = f"array-like lane {kind} {form} call {repeat}"
-                xs = [rank_data("float32", (p,), i, seed_of(name), Op.SUM) for i in range(p)]
-                everyone = np.concatenate(xs)
-                total = reduce_ranks(Op.SUM, xs)
-                b = xs[r].copy() if r == root else np.zeros_like(xs[r])
-                bw = write(b)
-                with lanes_only(("_call",), why, when=repeat):
-                    y = api.allreduce(wrap(xs[r]), algorithm="recursive_doubling", **on)
-                    z = api.reduce(wrap(xs[r]), root=root, algorithm="binomial", **on)
-                    w = api.reduce_scatter(wrap(xs[r]), algorithm="ring", **on)
-                    assert api.broadcast(bw, root=root, algorithm="binomial", **on) is bw, name
-                    g = api.gather(wrap(xs[r]), root=root, algorithm="binomial", **on)
-                    ag = api.allgather(wrap(xs[r]), algorithm="ring", **on)
-                    sc = api.scatter(wrap(everyone) if r == root else None, root=root,
-                                     algorithm="binomial", **on)
-                    a2a = api.alltoall(wrap(xs[r]), **on)
-                run.check(f"{name} allreduce", y, total)
-                run.check(f"{name} reduce_scatter", w, np.array_split(total, p)[r])
-                run.check(f"{name} broadcast", b, xs[root])
-                run.check(f"{name} allgather", ag, everyone)
-                run.check(f"{name} scatter", sc, np.array_split(everyone, p)[r])
-                run.check(f"{name} alltoall", a2a,
-                          np.concatenate([np.array_split(x, p)[r] for x in xs]))
-                if r == root:
-                    run.check(f"{name} reduce", z, total)
-                    run.check(f"{name} gather", g, everyone)
-                else:
-                    assert z is None and g is None, name
-                # out= an array-like: the lane writes through its view and
-                # the call returns that view (DESIGN.md: results are numpy
-                # arrays), as the general path does
-                outs = {k: np.full(n, -1.0, F32) for k, n in (
-                    ("allreduce", p), ("in place", p), ("reduce", p), ("reduce_scatter", len(w)),
-                    ("gather", p * p), ("allgather", p * p), ("scatter", len(sc)), ("alltoall", p),
-                    ("scan", p))}
-                inplace = xs[r].copy()
-                with lanes_only(("_call",), why, when=repeat):
-                    got = {
-                        "allreduce": api.allreduce(wrap(xs[r]), algorithm="recursive_doubling",
-                                                   out=write(outs["allreduce"]), **on),
-                        "reduce": api.reduce(wrap(xs[r]), root=root, algorithm="binomial",
-                                             out=write(outs["reduce"]), **on),
-                        "reduce_scatter": api.reduce_scatter(wrap(xs[r]), algorithm="ring",
-                                                             out=write(outs["reduce_scatter"]), **on),
-                        "gather": api.gather(wrap(xs[r]), root=root, algorithm="binomial",
-                                             out=write(outs["gather"]), **on),
-                        "allgather": api.allgather(wrap(xs[r]), algorithm="ring",
-                                                   out=write(outs["allgather"]), **on),
-                        "scatter": api.scatter(wrap(everyone) if r == root else None, root=root,
-                                               algorithm="binomial", out=write(outs["scatter"]), **on),
-                        "alltoall": api.alltoall(wrap(xs[r]), out=write(outs["alltoall"]), **on),
-                        "scan": api.scan(wrap(xs[r]), out=write(outs["scan"]), **on),
-                    }
-                    both = write(inplace)    # in place: one array-like as x and out
-                    got["in place"] = api.allreduce(both, algorithm="recursive_doubling",
-                                                    out=both, **on)
-                    outs["in place"] = inplace
-                want = {"allreduce": total, "in place": total, "reduce": total,
-                        "reduce_scatter": np.array_split(total, p)[r], "gather": everyone,
-                        "allgather": everyone, "scatter": np.array_split(everyone, p)[r],
-                        "alltoall": np.concatenate([np.array_split(x, p)[r] for x in xs]),
-                        "scan": reduce_ranks(Op.SUM, xs[:r + 1])}
-                for k, y in got.items():
-                    if k in ("reduce", "gather") and r != root:
-                        assert y is None, f"{name} {k} out= off the root"
-                        continue
-                    assert type(y) is np.ndarray and np.shares_memory(y, outs[k]), (
-                        f"{name} {k} out=: returned {type(y).__name__}, not the view of out")
-                    run.check(f"{name} {k} out=", outs[k], want[k])
+        on = {} if form == "method" else {"comm": comm}
+        for repeat in range(3):
+            name = f"array-like lane {kind} {form} call {repeat}"
+            xs = [rank_data("float32", (p,), i, seed_of(name), Op.SUM) for i in range(p)]
+            everyone = np.concatenate(xs)
+            total = reduce_ranks(Op.SUM, xs)
+            b = xs[r].copy() if r == root else np.zeros_like(xs[r])
+            bw = write(b)
+            with lanes_only(("_call",), why, when=repeat):
+                y = api.allreduce(wrap(xs[r]), algorithm="recursive_doubling", **on)
+                z = api.reduce(wrap(xs[r]), root=root, algorithm="binomial", **on)
+                w = api.reduce_scatter(wrap(xs[r]), algorithm="ring", **on)
+                assert api.broadcast(bw, root=root, algorithm="binomial", **on) is bw, name
+                g = api.gather(wrap(xs[r]), root=root, algorithm="binomial", **on)
+                ag = api.allgather(wrap(xs[r]), algorithm="ring", **on)
+                sc = api.scatter(wrap(everyone) if r == root else None, root=root,
+                                 algorithm="binomial", **on)
+                a2a = api.alltoall(wrap(xs[r]), **on)
+            run.check(f"{name} allreduce", y, total)
+            run.check(f"{name} reduce_scatter", w, np.array_split(total, p)[r])
+            run.check(f"{name} broadcast", b, xs[root])
+            run.check(f"{name} allgather", ag, everyone)
+            run.check(f"{name} scatter", sc, np.array_split(everyone, p)[r])
+            run.check(f"{name} alltoall", a2a,
+                      np.concatenate([np.array_split(x, p)[r] for x in xs]))
+            if r == root:
+                run.check(f"{name} reduce", z, total)
+                run.check(f"{name} gather", g, everyone)
+            else:
+                assert z is None and g is None, name
+            # out= an array-like: the lane writes through its view and
+            # the call returns that view (DESIGN.md: results are numpy
+            # arrays), as the general path does
+            outs = {k: np.full(n, -1.0, F32) for k, n in (
+                ("allreduce", p), ("in place", p), ("reduce", p), ("reduce_scatter", len(w)),
+                ("gather", p * p), ("allgather", p * p), ("scatter", len(sc)), ("alltoall", p),
+                ("scan", p))}
+            inplace = xs[r].copy()
+            with lanes_only(("_call",), why, when=repeat):
+                got = {
+                    "allreduce": api.allreduce(wrap(xs[r]), algorithm="recursive_doubling",
+                                               out=write(outs["allreduce"]), **on),
+                    "reduce": api.reduce(wrap(xs[r]), root=root, algorithm="binomial",
+                                         out=write(outs["reduce"]), **on),
+                    "reduce_scatter": api.reduce_scatter(wrap(xs[r]), algorithm="ring",
+                                                         out=write(outs["reduce_scatter"]), **on),
+                    "gather": api.gather(wrap(xs[r]), root=root, algorithm="binomial",
+                                         out=write(outs["gather"]), **on),
+                    "allgather": api.allgather(wrap(xs[r]), algorithm="ring",
+                                               out=write(outs["allgather"]), **on),
+                    "scatter": api.scatter(wrap(everyone) if r == root else None, root=root,
+                                           algorithm="binomial", out=write(outs["scatter"]), **on),
+                    "alltoall": api.alltoall(wrap(xs[r]), out=write(outs["alltoall"]), **on),
+                    "scan": api.scan(wrap(xs[r]), out=write(outs["scan"]), **on),
+                }
+                both = write(inplace)    # in place: one array-like as x and out
+                got["in place"] = api.allreduce(both, algorithm="recursive_doubling",
+                                                out=both, **on)
+                outs["in place"] = inplace
+            want = {"allreduce": total, "in place": total, "reduce": total,
+                    "reduce_scatter": np.array_split(total, p)[r], "gather": everyone,
+                    "allgather": everyone, "scatter": np.array_split(everyone, p)[r],
+                    "alltoall": np.concatenate([np.array_split(x, p)[r] for x in xs]),
+                    "scan": reduce_ranks(Op.SUM, xs[:r + 1])}
+            for k, y in got.items():
+                if k in ("reduce", "gather") and r != root:
+                    assert y is None, f"{name} {k} out= off the root"
+                    continue
+                assert type(y) is np.ndarray and np.shares_memory(y, outs[k]), (
+                    f"{name} {k} out=: returned {type(y).__name__}, not the view of out")
+                run.check(f"{name} {k} out=", outs[k], want[k])
     run.count += 1
 
 
@@ -1526,7 +1565,7 @@ def reduce_lane_cases(run):
     ignored on either path and the call returns None."""
     comm, p, r = run.comm, run.p, run.r
     roots = sorted({0, p - 1, p // 2})
-    for i, (op, dtype) in enumerate(reduction_pairs()):
+    for i, (op, dtype) in enumerate(run.some(reduction_pairs())):
         root = roots[i % len(roots)]
         for repeat in range(3):
             name = f"reduce lane {op.value} {dtype} root {root} call {repeat}"
@@ -1583,7 +1622,7 @@ def scan_lane_cases(run):
             run.check(name, y, reduce_ranks(op, xs[:upto]))
     for algo in ALGORITHMS["scan"]:
         for exclusive in (False, True):
-            for op, dtype in reduction_pairs():
+            for op, dtype in run.some(reduction_pairs()):
                 for repeat in range(3):
                     name = f"scan lane {algo} {op.value} {dtype} exclusive={exclusive} call {repeat}"
                     xs = [rank_data(dtype, (3,), i, seed_of(name), op) for i in range(p)]
@@ -1898,7 +1937,7 @@ def ring_allreduce_lane_cases(run):
 
     comm, p, r = run.comm, run.p, run.r
     rows = 2 * p + 1                               # uneven chunks
-    for op, dtype in reduction_pairs():
+    for op, dtype in run.some(reduction_pairs()):
         for repeat in range(4):
             name = f"ring allreduce lane {op.value} {dtype} call {repeat}"
             xs = [rank_data(dtype, (rows, 2), i, seed_of(name), op) for i in range(p)]
@@ -1969,7 +2008,7 @@ def reduce_scatter_lane_cases(run):
     comm, p, r = run.comm, run.p, run.r
     rows = 2 * p + 1                               # uneven blocks
     for algo in ("ring", "recursive_halving", "auto"):
-        for op, dtype in reduction_pairs():
+        for op, dtype in run.some(reduction_pairs()):
             for repeat in range(3):
                 name = f"reduce_scatter lane {algo} {op.value} {dtype} call {repeat}"
                 xs = [rank_data(dtype, (rows, 2), i, seed_of(name), op) for i in range(p)]
@@ -2548,34 +2587,35 @@ def group_fusion(run):
     from pycoll import FusionManager
     rng = np.random.default_rng(7)                  # the same shapes on every rank
     shapes = [tuple(rng.integers(1, 9, rng.integers(1, 3))) for _ in range(23)] + [(0,), (3, 0)]
-    for dtype in ("int32", "float32", "bfloat16", "float64"):
+    def inputs(dtype, rank):
+        return [rank_data(dtype, s, rank, seed_of("fusion", dtype, k), Op.SUM) for k, s in enumerate(shapes)]
+    modes = ("cap", "ids", "split", "pack", "pieces", "each")
+    for dtype, mode in run.some(itertools.product(("int32", "float32", "bfloat16", "float64"), modes)):
         op = Op.SUM if dtype == "int32" else Op.AVG
-        def fresh():
-            return [rank_data(dtype, s, r, seed_of("fusion", dtype, k), Op.SUM) for k, s in enumerate(shapes)]
-        for mode in ("cap", "ids", "split", "pack", "pieces", "each"):
-            arrays = fresh()
-            kwargs = {}
-            fm = FusionManager(op=op, comm=comm, bucket_bytes=64)
-            if mode == "ids":
-                kwargs["fusion"] = [k % 3 for k in range(len(shapes))]
-            elif mode == "split":
-                kwargs["split_indices"] = [5, 11]
-            elif mode in ("pack", "pieces", "each"):
-                fm = FusionManager(op=op, comm=comm, bucket_bytes=1 << 20, strategy=mode)
-                ways = {way for _, way, _ in fm.plan(arrays)}
-                assert ways == {mode}, (mode, ways)
-            expected = [comm.allreduce(a, op=op) for a in fresh()]
-            got = fm.allreduce(arrays, **kwargs)
-            assert got is not None and all(g is a for g, a in zip(got, arrays))
-            for k, (g, e) in enumerate(zip(arrays, expected)):
-                # exact data: every order gives the same bits
-                run.check(f"fusion {dtype} {mode} {k}", g, e)
-                run.same_everywhere(f"fusion {dtype} {mode} {k}", g)
-            # a second call reuses the pack buffers and plans
-            again = fresh()
-            fm.allreduce(again, **kwargs)
-            for k, (g, e) in enumerate(zip(again, expected)):
-                run.check(f"fusion again {dtype} {mode} {k}", g, e)
+        # exact data: every order gives the oracle's bits
+        everyone = [inputs(dtype, i) for i in range(p)]
+        expected = [reduce_ranks(op, [mine[k] for mine in everyone]) for k in range(len(shapes))]
+        arrays = inputs(dtype, r)
+        kwargs = {}
+        fm = FusionManager(op=op, comm=comm, bucket_bytes=64)
+        if mode == "ids":
+            kwargs["fusion"] = [k % 3 for k in range(len(shapes))]
+        elif mode == "split":
+            kwargs["split_indices"] = [5, 11]
+        elif mode in ("pack", "pieces", "each"):
+            fm = FusionManager(op=op, comm=comm, bucket_bytes=1 << 20, strategy=mode)
+            ways = {way for _, way, _ in fm.plan(arrays)}
+            assert ways == {mode}, (mode, ways)
+        got = fm.allreduce(arrays, **kwargs)
+        assert got is not None and all(g is a for g, a in zip(got, arrays))
+        for k, (g, e) in enumerate(zip(arrays, expected)):
+            run.check(f"fusion {dtype} {mode} {k}", g, e)
+            run.same_everywhere(f"fusion {dtype} {mode} {k}", g)
+        # a second call reuses the pack buffers and plans
+        again = inputs(dtype, r)
+        fm.allreduce(again, **kwargs)
+        for k, (g, e) in enumerate(zip(again, expected)):
+            run.check(f"fusion again {dtype} {mode} {k}", g, e)
     # floats, random data: bitwise equal to the same algorithm on the flat buffer
     arrays = [sample("float32", (37,), np.random.default_rng([r, k])) for k in range(6)]
     flat = np.concatenate([a.ravel() for a in arrays])
@@ -2590,49 +2630,16 @@ def group_fusion(run):
             reference = comm.allreduce(flat, algorithm=algo)
             run.check(f"fusion flat {algo} {way}", np.concatenate([c.ravel() for c in copies]),
                       reference)
-    # "split": in one bucket, the small arrays packed and the large ones alone,
-    # in place; bitwise the algorithm on the packed small ones and each large
-    # one's own allreduce
-    rng = np.random.default_rng([r, 11])
-    mixed = [sample("float32", (1 << 19 if k in (3, 9) else 3 + k,), rng) for k in range(12)]
-    for strategy in (None, "split"):
-        fm = FusionManager(comm=comm, strategy=strategy)
-        entries = fm.plan(mixed)
-        assert [(b, w) for b, w, _ in entries] == [
-            ([k for k in range(12) if k not in (3, 9)], "pack"), ([3], "each"), ([9], "each")], entries
-        algo = entries[0][2]
-        copies = [a.copy() for a in mixed]
-        fm.allreduce(copies)
-        small = np.concatenate([a for k, a in enumerate(mixed) if k not in (3, 9)])
-        reference = comm.allreduce(small, algorithm=algo)
-        run.check(f"fusion split {strategy} packed", np.concatenate(
-            [a for k, a in enumerate(copies) if k not in (3, 9)]), reference)
-        for k in (3, 9):
-            run.check(f"fusion split {strategy} alone {k}", copies[k], comm.allreduce(mixed[k]))
-            run.same_everywhere(f"fusion split {strategy} alone {k}", copies[k])
     # one allreduce per array of many distinct sizes: every Plan stays cached
-    plans = len(comm._plans)
-    for n in range(1, 301):
-        comm.allreduce(np.ones(n, np.float32))
-    assert len(comm._plans) >= plans + 300, (plans, len(comm._plans))
-    # the model's choice: many small arrays are packed, a few large ones go unpacked
-    # or one by one, and whatever it picks is exact
-    fm = FusionManager(comm=comm)
-    small = [np.full(3, r, np.float32) for _ in range(50)]
-    assert [way for _, way, _ in fm.plan(small)] == ["pack"], fm.plan(small)
-    # and 8 x 64 KiB, its copies in the caches (Note [Copies in the caches])
-    mid = [np.full(1 << 14, r + 1.0, np.float32) for _ in range(8)]
-    assert [way for _, way, _ in fm.plan(mid)] == ["pack"], fm.plan(mid)
-    fm.allreduce(mid)
-    for a in mid:
-        run.check("fusion 8 x 64 KiB", a, np.full(a.shape, p * (p + 1) / 2, np.float32))
-    large = [np.full(1 << 19, r + 1.0, np.float32) for _ in range(3)]
-    (_, way, _), = fm.plan(large)
-    assert way in ("pieces", "each"), way
-    fm.allreduce(large)
-    for a in large:
-        run.check("fusion large", a, np.full(a.shape, p * (p + 1) / 2, np.float32))
-    fusion_pages(run, fm, large)
+    # (the cache does not change with p: below p = WIDE, Note [Wide launches])
+    if p < WIDE:
+        plans = len(comm._plans)
+        for n in range(1, 301):
+            comm.allreduce(np.ones(n, np.float32))
+        assert len(comm._plans) >= plans + 300, (plans, len(comm._plans))
+    # megabyte arrays: in the library's own segments (own_segments)
+    with own_segments(comm) as mine:
+        fusion_model_cases(run, mine)
     # accumulate carries through
     halves = [np.full(5, 1.0 if r == 0 else 2.0 ** -9, BF16) for _ in range(3)]
     FusionManager(comm=comm, accumulate="float32").allreduce(halves)
@@ -2702,6 +2709,51 @@ def group_fusion(run):
     expect(ValueError, "strategy must be one of", FusionManager, Op.SUM, comm, 64, "auto", None, "zip")
     y = comm.allreduce(np.array([1.0]))
     run.check("after fusion errors", y, np.array([float(p)]))
+
+
+def fusion_model_cases(run, comm):
+    """What the model packs, splits or sends alone, each exact: arrays of
+    up to 2 MiB, so run on a communicator with the library's own segments."""
+    from pycoll import FusionManager
+    p, r = run.p, run.r
+    # "split": in one bucket, the small arrays packed and the large ones alone,
+    # in place; bitwise the algorithm on the packed small ones and each large
+    # one's own allreduce
+    rng = np.random.default_rng([r, 11])
+    mixed = [sample("float32", (1 << 19 if k in (3, 9) else 3 + k,), rng) for k in range(12)]
+    for strategy in (None, "split"):
+        fm = FusionManager(comm=comm, strategy=strategy)
+        entries = fm.plan(mixed)
+        assert [(b, w) for b, w, _ in entries] == [
+            ([k for k in range(12) if k not in (3, 9)], "pack"), ([3], "each"), ([9], "each")], entries
+        algo = entries[0][2]
+        copies = [a.copy() for a in mixed]
+        fm.allreduce(copies)
+        small = np.concatenate([a for k, a in enumerate(mixed) if k not in (3, 9)])
+        reference = comm.allreduce(small, algorithm=algo)
+        run.check(f"fusion split {strategy} packed", np.concatenate(
+            [a for k, a in enumerate(copies) if k not in (3, 9)]), reference)
+        for k in (3, 9):
+            run.check(f"fusion split {strategy} alone {k}", copies[k], comm.allreduce(mixed[k]))
+            run.same_everywhere(f"fusion split {strategy} alone {k}", copies[k])
+    # the model's choice: many small arrays are packed, a few large ones go unpacked
+    # or one by one, and whatever it picks is exact
+    fm = FusionManager(comm=comm)
+    small = [np.full(3, r, np.float32) for _ in range(50)]
+    assert [way for _, way, _ in fm.plan(small)] == ["pack"], fm.plan(small)
+    # and 8 x 64 KiB, its copies in the caches (Note [Copies in the caches])
+    mid = [np.full(1 << 14, r + 1.0, np.float32) for _ in range(8)]
+    assert [way for _, way, _ in fm.plan(mid)] == ["pack"], fm.plan(mid)
+    fm.allreduce(mid)
+    for a in mid:
+        run.check("fusion 8 x 64 KiB", a, np.full(a.shape, p * (p + 1) / 2, np.float32))
+    large = [np.full(1 << 19, r + 1.0, np.float32) for _ in range(3)]
+    (_, way, _), = fm.plan(large)
+    assert way in ("pieces", "each"), way
+    fm.allreduce(large)
+    for a in large:
+        run.check("fusion large", a, np.full(a.shape, p * (p + 1) / 2, np.float32))
+    fusion_pages(run, fm, large)
 
 
 def fusion_layout_cases(run):
@@ -3143,15 +3195,19 @@ def group_mixed(run):
     """Seeded random calls that combine what the grids above vary one at
     a time (mixed_call), FusionManager calls on random lists of arrays
     (mixed_fusion) and queues of async calls (mixed_queue). Every rank
-    makes the same draws. MIXED_SEED and MIXED_CASES widen the search."""
+    makes the same draws. MIXED_SEED and MIXED_CASES widen the search;
+    without MIXED_CASES, p = WIDE and up take half of the 60 draws (Note
+    [Wide launches])."""
     seed = int(os.environ.get("MIXED_SEED", "0"))
-    cases = int(os.environ.get("MIXED_CASES", "60"))
+    wanted = os.environ.get("MIXED_CASES")
+    cases = int(wanted or 60)
+    take = list if wanted else run.some
     assert run.comm.settings.checks == (os.environ.get("PYCOLL_CHECKS") == "1")
-    for case in range(cases):
+    for case in take(range(cases)):
         mixed_call(run, np.random.default_rng([seed, 1, case]), seed_of("mixed", seed, case))
-    for case in range(cases // 3):
+    for case in take(range(cases // 3)):
         mixed_fusion(run, np.random.default_rng([seed, 2, case]), seed_of("mixed fusion", seed, case))
-    for case in range(cases // 6):
+    for case in take(range(cases // 6)):
         mixed_queue(run, np.random.default_rng([seed, 3, case]), seed_of("mixed queue", seed, case))
 
 
@@ -3201,6 +3257,8 @@ def mixed_call(run, rng, seed):
     root = int(rng.integers(p))
     into_none = bool(rng.integers(2))
     x_kind, out_kind = (str(k) for k in rng.choice(list(ARRAY_LIKES), 2))
+    if not run.torch:                # the same draws; numpy for torch (Note [Wide launches])
+        x_kind, out_kind = ("numpy" if k == "torch" else k for k in (x_kind, out_kind))
     as_function = bool(rng.integers(2))             # pycoll.<collective>(..., comm=comm)
     kwargs = {"async_op": async_op, "timeout": [None, 120.0][rng.integers(2)]}
     if collective != "barrier":
