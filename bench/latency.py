@@ -3,11 +3,14 @@ bursts.
 
     mpiexec -n 2 python bench/latency.py [--collective allreduce|reduce|broadcast|gather|
                                           scatter|allgather|reduce_scatter|alltoall|scan|
-                                          barrier]
+                                          barrier[,...]|all]
                                          [--bytes 8] [--rounds 25] [--json FILE]
                                          [--input numpy|memoryview|torch] [--async]
                                          [--accumulate] [--into-none] [--ragged]
                                          [--in-place] [--out-input]
+
+Several collectives (comma-separated, or all) run one after another in
+the same launch, one JSON line each (--json then writes their list).
 
 --bytes is the vector of allreduce, reduce, broadcast and scan, one rank's block
 of gather, scatter, allgather, reduce_scatter and alltoall (root 0; the
@@ -54,13 +57,15 @@ from mpi4py import MPI
 
 import pycoll
 
+COLLECTIVES = ("allreduce", "reduce", "broadcast", "gather", "scatter", "allgather",
+               "reduce_scatter", "alltoall", "scan", "barrier")
+
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--collective", default="allreduce",
-                        choices=("allreduce", "reduce", "broadcast", "gather", "scatter",
-                                 "allgather", "reduce_scatter", "alltoall", "scan",
-                                 "barrier"))
+    parser.add_argument("--collective", default="allreduce", type=collectives,
+                        help="one of " + ", ".join(COLLECTIVES) + "; several, comma-separated, "
+                             "or 'all': each in turn, one JSON line each")
     parser.add_argument("--bytes", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=25)
     parser.add_argument("--calls", type=int, default=2000)
@@ -82,6 +87,28 @@ def main() -> int:
     args = parser.parse_args()
     comm = pycoll.Communicator()
     world = MPI.COMM_WORLD.Dup()
+    results = [measure(comm, world, args, collective) for collective in args.collective]
+    if comm.rank == 0 and args.json:
+        with open(args.json, "w") as f:
+            json.dump(results[0] if len(results) == 1 else results, f, indent=1)
+    comm.free()
+    world.Free()
+    return 0
+
+
+def collectives(text: str) -> list:
+    """--collective's value: names, comma-separated, or "all"."""
+    names = list(COLLECTIVES) if text == "all" else text.split(",")
+    wrong = [name for name in names if name not in COLLECTIVES]
+    if wrong or not names:
+        raise argparse.ArgumentTypeError(f"{', '.join(wrong) or text!r}: expected "
+                                         f"{', '.join(COLLECTIVES)} or all")
+    return names
+
+
+def measure(comm, world, args, collective: str) -> dict:
+    """Time *collective* both ways (rank 0 prints the JSON line) and
+    return the result."""
     x = np.ones(args.bytes // 4, np.float32)
     y = np.empty_like(x)
 
@@ -95,22 +122,22 @@ def main() -> int:
     whole = np.ones(x.size * comm.size, np.float32)
     view = as_input(args.input)
     # --accumulate: pycoll reduces bfloat16 copies in float32 (native, float32)
-    half = args.accumulate and args.collective in ("allreduce", "reduce", "reduce_scatter", "scan")
+    half = args.accumulate and collective in ("allreduce", "reduce", "reduce_scatter", "scan")
     ours = (lambda a: a.astype(ml_dtypes.bfloat16)) if half else (lambda a: a)
     acc = {"accumulate": "float32"} if half else {}
     xin, wholein, yout = view(ours(x)), view(ours(whole)), ours(y)
     outv = view if args.out_input else (lambda a: a)
     yout, yv, wholev = outv(yout), outv(y), outv(whole)
     caller = Waited(comm) if args.async_op else comm
-    ragged = args.ragged and args.collective in ("gather", "allgather")
-    in_place = args.in_place and not ragged and args.collective in ("gather", "allgather")
+    ragged = args.ragged and collective in ("gather", "allgather")
+    in_place = args.in_place and not ragged and collective in ("gather", "allgather")
     if ragged:
         sizes = [(i + 1) * x.size for i in range(comm.size)]
         x = np.ones(sizes[comm.rank], np.float32)
         whole = np.ones(sum(sizes), np.float32)
         xin = view(x)
         layout = [whole, sizes, [sum(sizes[:i]) for i in range(comm.size)], MPI.FLOAT]
-    if ragged and args.collective == "gather":
+    if ragged and collective == "gather":
         native = lambda: world.Gatherv(x, layout if comm.rank == 0 else None, root=0)  # noqa: E731
         mine = lambda: caller.gather(xin, root=0, sizes=sizes, out=whole)  # noqa: E731
     elif ragged:
@@ -118,45 +145,45 @@ def main() -> int:
         mine = lambda: caller.allgather(xin, sizes=sizes, out=whole)  # noqa: E731
     elif in_place:
         own = whole[comm.rank * x.size:(comm.rank + 1) * x.size]
-        if args.collective == "gather":
+        if collective == "gather":
             native = lambda: world.Gather(MPI.IN_PLACE if comm.rank == 0 else own,  # noqa: E731
                                           whole if comm.rank == 0 else None, root=0)
             mine = lambda: caller.gather(own, root=0, out=whole)  # noqa: E731
         else:
             native = lambda: world.Allgather(MPI.IN_PLACE, whole)  # noqa: E731
             mine = lambda: caller.allgather(own, out=whole)     # noqa: E731
-    elif args.collective == "gather":
+    elif collective == "gather":
         native = lambda: world.Gather(x, whole, root=0)         # noqa: E731
         mine = lambda: caller.gather(xin, root=0, out=wholev)   # noqa: E731
-    elif args.collective == "scatter":
+    elif collective == "scatter":
         native = lambda: world.Scatter(whole, y, root=0)        # noqa: E731
         mine = lambda: caller.scatter(wholein if comm.rank == 0 else None, root=0, out=yv)  # noqa: E731
-    elif args.collective == "reduce_scatter":
+    elif collective == "reduce_scatter":
         native = lambda: world.Reduce_scatter_block(whole, y)   # noqa: E731
         mine = lambda: caller.reduce_scatter(wholein, out=yout, **acc)  # noqa: E731
-    elif args.collective == "broadcast":
+    elif collective == "broadcast":
         native = lambda: world.Bcast(x, root=0)                 # noqa: E731
         into = xin if comm.rank == 0 or not args.into_none else None
         mine = lambda: caller.broadcast(into, root=0)           # noqa: E731
-    elif args.collective == "allgather":
+    elif collective == "allgather":
         native = lambda: world.Allgather(x, whole)              # noqa: E731
         mine = lambda: caller.allgather(xin, out=wholev)        # noqa: E731
-    elif args.collective == "alltoall":
+    elif collective == "alltoall":
         other = np.empty_like(whole)
         otherv = outv(other)
         native = lambda: world.Alltoall(whole, other)           # noqa: E731
         mine = lambda: caller.alltoall(wholein, out=otherv)     # noqa: E731
-    elif args.collective == "barrier":
+    elif collective == "barrier":
         x = x[:0]
         native = world.Barrier
         mine = caller.barrier
-    elif args.collective == "scan":
+    elif collective == "scan":
         native = lambda: world.Scan(x, y)                       # noqa: E731
         mine = lambda: caller.scan(xin, out=yout, **acc)        # noqa: E731
-    elif args.collective == "reduce":
+    elif collective == "reduce":
         native = lambda: world.Reduce(x, y, root=0)             # noqa: E731
         mine = lambda: caller.reduce(xin, root=0, out=yout, **acc)  # noqa: E731
-    elif args.in_place and args.collective == "allreduce":
+    elif args.in_place and collective == "allreduce":
         in_place = True
         native = lambda: world.Allreduce(MPI.IN_PLACE, x)       # noqa: E731
         mine = lambda: caller.allreduce(xin, out=xin, **acc)    # noqa: E731
@@ -172,7 +199,7 @@ def main() -> int:
         times["pycoll"].append(burst(mine))
     ratios = [m / n for n, m in zip(times["native"], times["pycoll"])]
     result = {"mpi": " ".join(MPI.Get_library_version().split()[:3]), "p": comm.size,
-              "collective": args.collective, "input": args.input, "async": args.async_op,
+              "collective": collective, "input": args.input, "async": args.async_op,
               "accumulate": half, "ragged": ragged, "in_place": in_place,
               "out_input": args.out_input,
               "bytes": x.nbytes, "native_us": statistics.median(times["native"]) * 1e6,
@@ -180,13 +207,8 @@ def main() -> int:
               "ratio": statistics.median(ratios), "rounds": args.rounds,
               "transport": comm.transport_info}
     if comm.rank == 0:
-        print(json.dumps(result))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(result, f, indent=1)
-    comm.free()
-    world.Free()
-    return 0
+        print(json.dumps(result), flush=True)
+    return result
 
 
 class Waited:

@@ -253,16 +253,32 @@ def test_too_large_a_size_is_refused_up_front():
 
 @pytest.mark.parametrize("mode", [[], ["--async"], ["--input", "memoryview"]])
 def test_latency_script_runs_every_collective(mode):
-    """bench/latency.py at p = 2: one JSON line per collective, with both
-    sides' times (the script itself; its numbers are for bench/NOTES.md)."""
-    for collective in ("allreduce", "reduce", "broadcast", "gather", "scatter", "allgather",
-                       "reduce_scatter", "alltoall", "scan", "barrier"):
-        proc = launch(2, ["bench/latency.py", "--collective", collective, "--rounds", "2",
-                          "--calls", "20", *mode], timeout=120)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
-        assert result["collective"] == collective and result["async"] == ("--async" in mode)
+    """bench/latency.py --collective all at p = 2: one JSON line per
+    collective, in order, with both sides' times (the script itself; its
+    numbers are for bench/NOTES.md)."""
+    proc = launch(2, ["bench/latency.py", "--collective", "all", "--rounds", "2",
+                      "--calls", "20", *mode], timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    results = [json.loads(line) for line in proc.stdout.strip().splitlines()]
+    assert [r["collective"] for r in results] == [
+        "allreduce", "reduce", "broadcast", "gather", "scatter", "allgather",
+        "reduce_scatter", "alltoall", "scan", "barrier"], proc.stdout
+    for result in results:
+        assert result["async"] == ("--async" in mode)
         assert result["pycoll_us"] > 0 and result["native_us"] > 0
+
+
+def test_latency_script_names_its_collectives(tmp_path):
+    """Two named collectives: two lines, and --json writes their list; a
+    name it does not know is refused."""
+    out = tmp_path / "latency.json"
+    proc = launch(2, ["bench/latency.py", "--collective", "scan,gather", "--rounds", "1",
+                      "--calls", "5", "--json", out], timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert [r["collective"] for r in json.loads(out.read_text())] == ["scan", "gather"]
+    assert len(proc.stdout.strip().splitlines()) == 2, proc.stdout
+    proc = launch(1, ["bench/latency.py", "--collective", "allreduce,bcast"], timeout=60)
+    assert proc.returncode != 0 and "'bcast': expected allreduce, reduce" in proc.stderr, proc.stderr
 
 
 def test_latency_script_broadcasts_into_none():
