@@ -9,11 +9,14 @@ to exit 0 after "APPLICATION TIMED OUT" (TESTING.md).
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -25,6 +28,12 @@ TEST_SEGMENT_BYTES = "256"
 # Ranks read no calibration (the model's defaults apply), so that what the
 # model picks does not depend on whether this machine ran python -m pycoll.tune.
 NO_CALIBRATION = str(HERE / "no-calibration")
+# Ranks keep their bytecode in one cache for the session, removed at its
+# end, even where PYTHONDONTWRITEBYTECODE is set (as on this project's
+# machines): compiling pycoll and mpi_cases.py again in every rank of every
+# launch cost 0.2 s of CPU a rank, about a minute of the suite.
+PYCACHE = tempfile.mkdtemp(prefix="pycoll-tests-pycache-")
+atexit.register(shutil.rmtree, PYCACHE, ignore_errors=True)
 
 
 def mpiexec() -> str:
@@ -57,7 +66,7 @@ def launch(p: int, program: list, timeout: int = 300, env: dict | None = None,
     cmd, launch_env = launcher(p)
     full_env = {**os.environ, **launch_env, "MPIEXEC_TIMEOUT": str(timeout),
                 "PYCOLL_SEGMENT_BYTES": TEST_SEGMENT_BYTES, "PYCOLL_TUNE_DIR": NO_CALIBRATION,
-                **(env or {})}
+                "PYTHONDONTWRITEBYTECODE": None, "PYTHONPYCACHEPREFIX": PYCACHE, **(env or {})}
     full_env = {key: value for key, value in full_env.items() if value is not None}
     program = [sys.executable, *map(str, program)]
     if per_rank_env is None:
