@@ -2,7 +2,9 @@
 
 Each test is one launch of one group of cases on p ranks (about 0.3-8 s);
 see mpi_cases.py for what a group checks and mpirun.py for how a launch is
-bounded and judged.
+bounded and judged. From p = 5 on, a group takes half of its (op, dtype)
+pairs and array forms, the odd half at odd p and the even at even p (Note
+[Wide launches] in mpi_cases.py).
 """
 import subprocess
 import sys
