@@ -105,8 +105,10 @@ def test_soak_short(tmp_path):
     random shapes, layouts and out= per rank; then the same calls twice
     more, each pass on a new Communicator, of which one at least may leave
     no more memory behind than the pass before (Note [Growth over a replay]
-    in bench/soak.py): 0.15-0.24 MB more here on both libraries, 1.9 MB
-    with 1 KB leaked a call."""
+    in bench/soak.py). Here, on both libraries: 0.03-0.24 MB more, beside
+    another launch too; with bytes leaked on every call (a list kept in
+    the soak's loop) 1.6-1.7 MB at 1 KB a call, 0.41 MB at 256 B. The
+    bound, 1 MiB, fails a leak of about 650 bytes a call and up."""
     out = tmp_path / "soak.json"
     # as a user runs it: the library's own segment sizes, not the tests' small ones
     proc = launch(4, ["-m", "mpi4py", "bench/soak.py", "--calls", "1000", "--json", out],
@@ -115,4 +117,4 @@ def test_soak_short(tmp_path):
     result = json.loads(out.read_text())
     assert result["wrong"] == 0, result["failures"]
     assert result["calls"] == 1000 and result["passes"] == 3, result
-    assert result["rss_growth_bytes"] < 2 << 20, result
+    assert result["rss_growth_bytes"] < 1 << 20, result
