@@ -90,12 +90,26 @@ def dtype_of(numpy_dtype, name: str = "x") -> DType:
     except (KeyError, TypeError):
         pass
     try:
-        # Non-native byte order and other equal-but-distinct dtype objects.
+        # Equal but distinct dtype objects: a scalar type, "<f4", one unpickled.
         return DTYPES[np.dtype(numpy_dtype)]
     except (KeyError, TypeError):
-        supported = ", ".join(BY_NAME)
-        raise TypeError(f"{name} has dtype {numpy_dtype}, which pycoll does not support "
-                        f"(supported: {supported})") from None
+        pass
+    swapped = _native(numpy_dtype)
+    if swapped is not None:
+        raise TypeError(f"{name} has dtype {numpy_dtype} (not this machine's byte order), "
+                        f"which pycoll does not support; {name}.astype({swapped.numpy.name!r}) "
+                        f"converts it") from None
+    supported = ", ".join(BY_NAME)
+    raise TypeError(f"{name} has dtype {numpy_dtype}, which pycoll does not support "
+                    f"(supported: {supported})") from None
+
+
+def _native(numpy_dtype) -> DType | None:
+    """The supported dtype that *numpy_dtype* is in the other byte order, if any."""
+    try:
+        return DTYPES.get(np.dtype(numpy_dtype).newbyteorder("="))
+    except (TypeError, ValueError):
+        return None
 
 
 def op_of(op) -> Op:

@@ -604,6 +604,7 @@ def group_errors(run):
         (TypeError, "dtype object", comm.allreduce, np.array([1, None])),
         (TypeError, "which pycoll does not support", comm.allgather,
          np.zeros(2, [("a", "i4"), ("b", "f4")])),
+        (TypeError, "x.astype('float32') converts it", comm.allreduce, f.astype(">f4")),
         (TypeError, "got list", comm.allreduce, [1.0, 2.0]),
         (ValueError, f"root {p} is out of range for {p} ranks", comm.reduce, f, "sum", p),
         (ValueError, "root must be an int", comm.gather, f, "0"),

@@ -94,7 +94,10 @@ def test_subclass_becomes_plain_ndarray():
     (np.array(["a", "b"]), "dtype <U1"),
     (np.array([object()]), "dtype object"),
     (np.zeros(2, dtype=[("a", "i4"), ("b", "f4")]), "which pycoll does not support"),
-    (np.zeros(2, dtype=">f4"), "which pycoll does not support"),
+    (np.zeros(2, dtype=">f4"), r"dtype >f4 \(not this machine's byte order\), which pycoll "
+                                r"does not support; x.astype\('float32'\) converts it"),
+    (np.zeros(2, dtype=">c16"), r"x.astype\('complex128'\)"),
+    (np.zeros(2, dtype=np.dtype(ml_dtypes.bfloat16).newbyteorder(">")), r"x.astype\('bfloat16'\)"),
     (np.zeros(2, dtype=np.longdouble), "which pycoll does not support"),
 ])
 def test_unsupported_inputs_are_type_errors(bad, match):
