@@ -2690,7 +2690,8 @@ def group_fusion(run):
            [np.ones(2, np.float32), np.ones(2)], [1, 1])
     expect(ValueError, "fusion has 1 ids for 2 arrays", fm.allreduce, [np.ones(2), np.ones(2)], [1])
     expect(ValueError, "fusion ids must be >= 0", fm.allreduce, [np.ones(2)], [-1])
-    expect(ValueError, "split_indices must increase", fm.allreduce, [np.ones(2)] * 3, None, [2, 1])
+    expect(ValueError, "split_indices must increase", fm.allreduce,
+           [np.ones(2) for _ in range(3)], None, [2, 1])
     same = [np.ones(2), np.ones(2)]
     fm.allreduce(same, [1, 1])              # then ids equal to these, not ints
     expect(TypeError, "fusion must be a sequence of ints", fm.allreduce, same, [1.0, 1.0])
@@ -2701,6 +2702,18 @@ def group_fusion(run):
     ro = np.ones(3)
     ro.setflags(write=False)
     expect(ValueError, "read-only", fm.allreduce, [ro])
+    # Note [Arrays that share memory]: refused before any message, nothing written
+    tied, flat = np.full(5, 2.0), np.arange(12.0)
+    for arrays, (i, j) in [([np.ones(3), tied, tied], (1, 2)),
+                           ([flat[:7], np.ones(2), flat[6:]], (0, 2)),
+                           ([flat.reshape(3, 4)[:, 1], flat[::-1][6:8]], (0, 1))]:
+        expect(ValueError, f"arrays[{i}] and arrays[{j}] share memory", fm.allreduce, arrays)
+        expect(ValueError, f"arrays[{i}] and arrays[{j}] share memory", fm.register, arrays)
+    run.check("shared arrays untouched", np.concatenate([tied, flat]),
+              np.concatenate([np.full(5, 2.0), np.arange(12.0)]))
+    evens, odds = flat[::2], flat[1::2]     # interleaved, no element shared
+    fm.allreduce([evens, odds, np.ones(2)])
+    run.check("interleaved views", flat, np.arange(12.0) * p)
     expect(ValueError, "never marked ready", _unready, fm)
     fm.register([np.ones(2), np.ones(3)])
     for bad in (1.0, True):
@@ -3158,6 +3171,16 @@ def group_fusion_zero(run):
     expect(ValueError, "arrays[0] is read-only", fm.allgather, [np.ones(len(np.array_split(ro, p)[r]))], [ro])
     expect(TypeError, "AVG needs a floating", FusionManager(op=Op.AVG, comm=comm).reduce_scatter,
            [np.ones(4, np.int32)])
+    full = np.zeros(8)
+    expect(ValueError, "arrays[0] and arrays[1] share memory", fm.allgather,
+           [np.ones(len(np.array_split(full[:5], p)[r])), np.ones(len(np.array_split(full[4:], p)[r]))],
+           [full[:5], full[4:]])
+    run.check("zero shared out untouched", full, np.zeros(8))
+    # reduce_scatter only reads its arrays: one twice is two blocks of its reduction
+    grad = np.arange(6.0) + r
+    shards = fm.reduce_scatter([grad, grad])
+    mine = np.array_split(np.arange(6.0) * p + p * (p - 1) / 2, p)[r]
+    run.check("zero one array twice", np.concatenate(shards), np.concatenate([mine, mine]))
     run.check("zero after errors", comm.allreduce(np.ones(2)), np.full(2, float(p)))
 
 

@@ -385,6 +385,43 @@ cdef bint _is_c_contiguous(Py_buffer *v) noexcept:
     return True
 
 
+def first_overlap(arrays, shares):
+    """Two of *arrays* that share memory, as indices (i, j) with i < j, or
+    None. Arrays of no bytes share nothing.
+
+    Each array's extent (its lowest byte to one past its highest) comes
+    from its buffer, any layout; sorted by start, only arrays whose extents
+    intersect go to *shares* (numpy.shares_memory), which tells views that
+    interleave without sharing an element (a[::2] and a[1::2]) from views
+    that share one. About 0.5 us an array (fusion checks every new list of arrays)."""
+    cdef Py_buffer v
+    cdef Py_ssize_t i, k, lo, hi
+    spans = []
+    for i, array in enumerate(arrays):
+        acquire(array, &v, False, True, f"array {i}")
+        try:
+            if v.len == 0:
+                continue
+            lo = hi = <Py_ssize_t>v.buf
+            for k in range(v.ndim):
+                if v.strides[k] < 0:
+                    lo += (v.shape[k] - 1) * v.strides[k]
+                else:
+                    hi += (v.shape[k] - 1) * v.strides[k]
+            spans.append((lo, hi + v.itemsize, i))
+        finally:
+            PyBuffer_Release(&v)
+    spans.sort()
+    reaching = []                       # (end, index) of earlier extents
+    for lo, hi, i in spans:
+        reaching = [(end, j) for end, j in reaching if end > lo]
+        for _, j in reaching:
+            if shares(arrays[i], arrays[j]):
+                return (i, j) if i < j else (j, i)
+        reaching.append((hi, i))
+    return None
+
+
 def _check_disjoint(regions):
     regions = sorted((start, n) for start, n in regions if n)
     for (s0, n0), (s1, n1) in zip(regions, regions[1:]):

@@ -99,7 +99,7 @@ import numpy as np
 from pycoll import _message, api, tuning
 from pycoll._async import Handle, as_seconds
 from pycoll._dtypes import Op, check_op, dtype_of, op_of
-from pycoll._kernels.copy import PackPlan, block
+from pycoll._kernels.copy import PackPlan, block, first_overlap
 from pycoll._memory import empty
 from pycoll._resources import huge_page_bytes
 from pycoll._pieces import follows, joined_views
@@ -233,9 +233,10 @@ class FusionManager:
             entries += [([i], "each", None) for i in alone]
         return entries
 
-    def _check(self, arrays) -> list:
-        """Each array as a writable numpy array of a dtype the op accepts;
-        raised before any message."""
+    def _check(self, arrays, written: bool = True) -> list:
+        """Each array as a writable numpy array of a dtype the op accepts,
+        and, where the call writes them (*written*), no two sharing memory
+        (Note [Arrays that share memory]); raised before any message."""
         checked, seen = [], set()
         for i, x in enumerate(arrays):
             a = x if type(x) is np.ndarray else _message.as_array(x, f"arrays[{i}]")
@@ -246,6 +247,22 @@ class FusionManager:
                 seen.add(a.dtype)
             _message.check_writable(a, f"arrays[{i}]", ": fused collectives work in place")
             checked.append(a)
+        # Note [Arrays that share memory]: each array's result is written
+        # into it, by a bucket's unpack, a piece reduced where it lies, or
+        # an allreduce of its own, in an order that depends on the sizes
+        # (and, with buckets in flight, on timing). Two arrays sharing an
+        # element leave in it whichever write came last, or feed one
+        # array's partial result into the other's reduction: an array of
+        # ones passed twice (p = 3, SUM) came back 3 at 1,000 elements,
+        # 5 at 100,000 and 4 at 1,000,000, where two allreduces in turn
+        # would give 9. So they are refused before any message; one array
+        # twice in the list (tied weights) is the likely way to get here.
+        # reduce_scatter only reads its arrays.
+        pair = first_overlap(checked, np.shares_memory) if written and len(checked) > 1 else None
+        if pair is not None:
+            i, j = pair
+            raise ValueError(f"arrays[{i}] and arrays[{j}] share memory: a fused collective "
+                             f"writes each array's result into it, so each needs its own")
         return checked
 
     def _buckets(self, arrays, fusion, split_indices) -> "_Planned":
@@ -605,7 +622,7 @@ class FusionManager:
         name = "arrays" if kind == "reduce_scatter" else "out"
         for i, a in enumerate(arrays):
             api._rows(np.shape(a), f"{name}[{i}] in {kind}")
-        views = self._check(arrays)
+        views = self._check(arrays, written=kind != "reduce_scatter")
         key = (kind, how, tuple((a.shape, a.dtype.str) for a in views))
         ways = self._layouts.get(key) if how is not None else None
         if ways is None:
