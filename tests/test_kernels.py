@@ -360,6 +360,38 @@ def test_pack_unpack_round_trip_any_layout():
         assert_bitwise_equal(c, a)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 23), st.integers(0, 24), st.sampled_from([1, 2, 3, -1, -2])),
+                max_size=6),
+       st.booleans())
+def test_first_overlap_agrees_with_numpy(slices, two_d):
+    """first_overlap finds a pair that shares memory exactly when one
+    exists (numpy.shares_memory over every pair), for strided, reversed,
+    empty and interleaved views of one buffer, beside arrays of their own."""
+    base = np.zeros(48, BF16)
+    grid = base.reshape(2, 24) if two_d else base[:24]
+    views = [np.ones(3)]
+    for lo, hi, step in slices:
+        views.append(grid[..., lo:hi:step] if step > 0 else grid[..., hi:lo:step])
+    pairs = [(i, j) for i in range(len(views)) for j in range(i + 1, len(views))
+             if np.shares_memory(views[i], views[j])]
+    got = kcopy.first_overlap(views, np.shares_memory)
+    if pairs:
+        assert got in pairs
+    else:
+        assert got is None
+
+
+def test_first_overlap_examples():
+    a = np.arange(12.0)
+    assert kcopy.first_overlap([a[::2], a[1::2]], np.shares_memory) is None
+    assert kcopy.first_overlap([a[:6], np.ones(2), a[5:]], np.shares_memory) == (0, 2)
+    assert kcopy.first_overlap([a[6:], a[:6]], np.shares_memory) is None      # adjacent
+    assert kcopy.first_overlap([a, a[:0], a[:0]], np.shares_memory) is None   # empty
+    assert kcopy.first_overlap([a.reshape(3, 4).T, a[::-1][3:5]], np.shares_memory) == (0, 1)
+    assert kcopy.first_overlap([], np.shares_memory) is None
+
+
 def test_pack_errors():
     a = np.ones(4, np.float32)
     with pytest.raises(ValueError, match="overlap"):
