@@ -3172,8 +3172,8 @@ def group_fusion_zero(run):
     expect(TypeError, "AVG needs a floating", FusionManager(op=Op.AVG, comm=comm).reduce_scatter,
            [np.ones(4, np.int32)])
     full = np.zeros(8)
-    expect(ValueError, "arrays[0] and arrays[1] share memory", fm.allgather,
-           [np.ones(len(np.array_split(full[:5], p)[r])), np.ones(len(np.array_split(full[4:], p)[r]))],
+    blocks = [np.ones(len(np.array_split(a, p)[r])) for a in (full[:5], full[4:])]
+    expect(ValueError, "arrays[0] and arrays[1] share memory", fm.allgather, blocks,
            [full[:5], full[4:]])
     run.check("zero shared out untouched", full, np.zeros(8))
     # reduce_scatter only reads its arrays: one twice is two blocks of its reduction

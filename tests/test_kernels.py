@@ -361,8 +361,8 @@ def test_pack_unpack_round_trip_any_layout():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 23), st.integers(0, 24), st.sampled_from([1, 2, 3, -1, -2])),
-                max_size=6),
+@given(st.lists(st.tuples(st.integers(0, 23), st.integers(0, 24),
+                          st.sampled_from([1, 2, 3, -1, -2])), max_size=6),
        st.booleans())
 def test_first_overlap_agrees_with_numpy(slices, two_d):
     """first_overlap finds a pair that shares memory exactly when one

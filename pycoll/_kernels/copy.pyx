@@ -393,7 +393,8 @@ def first_overlap(arrays, shares):
     from its buffer, any layout; sorted by start, only arrays whose extents
     intersect go to *shares* (numpy.shares_memory), which tells views that
     interleave without sharing an element (a[::2] and a[1::2]) from views
-    that share one. About 0.5 us an array (fusion checks every new list of arrays)."""
+    that share one. About 0.5 us an array: the FusionManager checks every
+    new list of arrays it is to write."""
     cdef Py_buffer v
     cdef Py_ssize_t i, k, lo, hi
     spans = []
