@@ -9,14 +9,11 @@ to exit 0 after "APPLICATION TIMED OUT" (TESTING.md).
 """
 from __future__ import annotations
 
-import atexit
 import functools
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -28,12 +25,14 @@ TEST_SEGMENT_BYTES = "256"
 # Ranks read no calibration (the model's defaults apply), so that what the
 # model picks does not depend on whether this machine ran python -m pycoll.tune.
 NO_CALIBRATION = str(HERE / "no-calibration")
-# Ranks keep their bytecode in one cache for the session, removed at its
-# end, even where PYTHONDONTWRITEBYTECODE is set (as on this project's
-# machines): compiling pycoll and mpi_cases.py again in every rank of every
-# launch cost 0.2 s of CPU a rank, about a minute of the suite.
-PYCACHE = tempfile.mkdtemp(prefix="pycoll-tests-pycache-")
-atexit.register(shutil.rmtree, PYCACHE, ignore_errors=True)
+# Ranks write their bytecode (__pycache__ beside pycoll's and the tests'
+# sources, as Python does by default) even where PYTHONDONTWRITEBYTECODE is
+# set, as on this project's machines: compiling pycoll and mpi_cases.py
+# again in every rank of every launch cost 0.2 s of CPU a rank, about a
+# minute of the suite. Not a cache directory of the session's own
+# (PYTHONPYCACHEPREFIX): Python then ignores the bytecode pip wrote into
+# site-packages, so the session's first launch compiled numpy, mpi4py and
+# torch again in every rank (the torch example at p = 2: 9 -> 22 s).
 
 
 def mpiexec() -> str:
@@ -66,7 +65,7 @@ def launch(p: int, program: list, timeout: int = 300, env: dict | None = None,
     cmd, launch_env = launcher(p)
     full_env = {**os.environ, **launch_env, "MPIEXEC_TIMEOUT": str(timeout),
                 "PYCOLL_SEGMENT_BYTES": TEST_SEGMENT_BYTES, "PYCOLL_TUNE_DIR": NO_CALIBRATION,
-                "PYTHONDONTWRITEBYTECODE": None, "PYTHONPYCACHEPREFIX": PYCACHE, **(env or {})}
+                "PYTHONDONTWRITEBYTECODE": None, **(env or {})}
     full_env = {key: value for key, value in full_env.items() if value is not None}
     program = [sys.executable, *map(str, program)]
     if per_rank_env is None:
