@@ -2699,6 +2699,11 @@ def group_fusion(run):
     expect(TypeError, "split_indices must be a sequence of ints", fm.allreduce, same, None, [1.0])
     expect(TypeError, "AVG needs a floating", FusionManager(op=Op.AVG, comm=comm).allreduce,
            [np.ones(2, np.int32)])
+    expect(ValueError, "bucket_bytes must be a whole number of bytes, got 1.5",
+           FusionManager, comm=comm, bucket_bytes=1.5)
+    expect(TypeError, "bucket_bytes must be a number of bytes, got '64'",
+           FusionManager, comm=comm, bucket_bytes="64")
+    assert FusionManager(comm=comm, bucket_bytes=25e6).bucket_bytes == 25_000_000
     ro = np.ones(3)
     ro.setflags(write=False)
     expect(ValueError, "read-only", fm.allreduce, [ro])

@@ -61,10 +61,21 @@ def test_empty_arrays():
     (dict(split_indices=[2]), ValueError, "split index 2 is out of range for 2 arrays"),
     (dict(fusion=[1, 1], split_indices=[1]), ValueError, "not both"),
     (dict(bucket_bytes=0), ValueError, "bucket_bytes must be at least 1"),
+    (dict(bucket_bytes=0.0), ValueError, "bucket_bytes must be at least 1, got 0.0"),
+    (dict(bucket_bytes=1.5), ValueError, "bucket_bytes must be a whole number of bytes, got 1.5"),
+    (dict(bucket_bytes=float("nan")), ValueError, "bucket_bytes must be a whole number"),
+    (dict(bucket_bytes="64"), TypeError, "bucket_bytes must be a number of bytes, got '64'"),
+    (dict(bucket_bytes=None), TypeError, "bucket_bytes must be a number of bytes, got None"),
 ])
 def test_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         assign_buckets([4, 4], [F32, F32], **kwargs)
+
+
+def test_a_cap_may_be_a_float_holding_a_whole_number():
+    sizes = [10_000_000] * 6
+    assert assign_buckets(sizes, [F32] * 6, bucket_bytes=25e6) == [[0, 1], [2, 3], [4, 5]]
+    assert assign_buckets(sizes, [F32] * 6, bucket_bytes=np.float32(2e7)) == [[0, 1], [2, 3], [4, 5]]
 
 
 def test_mixed_dtypes_under_one_id_are_an_error():

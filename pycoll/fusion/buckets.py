@@ -27,6 +27,7 @@ then run in the same order.
 """
 from __future__ import annotations
 
+import numbers
 import operator
 from collections import OrderedDict
 
@@ -46,8 +47,9 @@ def assign_buckets(nbytes, dtypes, bucket_bytes: int = 64 << 20, fusion=None,
         Buckets of array indices, ordered by first index.
 
     Raises ValueError (wrong lengths, negative ids or sizes, unordered or
-    out-of-range indices, both fusion and split_indices, a cap below 1) and
-    TypeError (mixed dtypes under one fusion id; ids or indices not ints).
+    out-of-range indices, both fusion and split_indices, a cap below 1 or
+    not a whole number) and TypeError (mixed dtypes under one fusion id;
+    ids or indices not ints; a cap that is not a number).
     """
     nbytes = [operator.index(n) for n in nbytes]
     dtypes = list(dtypes)
@@ -62,10 +64,29 @@ def assign_buckets(nbytes, dtypes, bucket_bytes: int = 64 << 20, fusion=None,
         return _by_fusion(_ints(fusion, "fusion"), dtypes, count)
     if split_indices is not None:
         return _by_split(_ints(split_indices, "split_indices"), dtypes, count)
-    cap = operator.index(bucket_bytes)
+    return _by_cap(nbytes, dtypes, byte_cap(bucket_bytes))
+
+
+def byte_cap(bucket_bytes) -> int:
+    """A bucket's byte cap as an int: an int, or a float holding a whole
+    number (``25e6``); at least 1.
+
+    Raises TypeError (not a number) and ValueError (a fraction of a byte,
+    below 1).
+    """
+    try:
+        cap = operator.index(bucket_bytes)
+    except TypeError:
+        if not isinstance(bucket_bytes, numbers.Real):
+            raise TypeError(f"bucket_bytes must be a number of bytes, "
+                            f"got {bucket_bytes!r}") from None
+        if not float(bucket_bytes).is_integer():
+            raise ValueError(f"bucket_bytes must be a whole number of bytes, "
+                             f"got {bucket_bytes!r}") from None
+        cap = int(bucket_bytes)
     if cap < 1:
-        raise ValueError(f"bucket_bytes must be at least 1, got {cap}")
-    return _by_cap(nbytes, dtypes, cap)
+        raise ValueError(f"bucket_bytes must be at least 1, got {bucket_bytes!r}")
+    return cap
 
 
 def _ints(values, name: str) -> list[int]:

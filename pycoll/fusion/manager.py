@@ -104,7 +104,7 @@ from pycoll._memory import empty
 from pycoll._resources import huge_page_bytes
 from pycoll._pieces import follows, joined_views
 from pycoll._trials import Trials
-from pycoll.fusion.buckets import assign_buckets
+from pycoll.fusion.buckets import assign_buckets, byte_cap
 
 STRATEGIES = ("pack", "split", "pieces", "each")
 ORDERS = ("backward", "forward")
@@ -138,9 +138,7 @@ class FusionManager:
                  accumulate=None, strategy=None, autotune: bool = False):
         self.comm = api._comm_of(comm)
         self.op = op_of(op)
-        self.bucket_bytes = int(bucket_bytes)
-        if self.bucket_bytes < 1:
-            raise ValueError(f"bucket_bytes must be at least 1, got {bucket_bytes}")
+        self.bucket_bytes = byte_cap(bucket_bytes)
         self.algorithm = api._check_algorithm("allreduce", algorithm)
         if accumulate is not None and accumulate != "float32":
             raise ValueError(f"accumulate must be None or 'float32', got {accumulate!r}")
