@@ -3173,12 +3173,12 @@ def group_fusion_zero(run):
            [np.ones(len(np.array_split(np.ones(3), p)[r]), np.float32)], [np.ones(3)])
     ro = np.ones(4)
     ro.setflags(write=False)
-    expect(ValueError, "arrays[0] is read-only", fm.allgather, [np.ones(len(np.array_split(ro, p)[r]))], [ro])
+    expect(ValueError, "out[0] is read-only", fm.allgather, [np.ones(len(np.array_split(ro, p)[r]))], [ro])
     expect(TypeError, "AVG needs a floating", FusionManager(op=Op.AVG, comm=comm).reduce_scatter,
            [np.ones(4, np.int32)])
     full = np.zeros(8)
     blocks = [np.ones(len(np.array_split(a, p)[r])) for a in (full[:5], full[4:])]
-    expect(ValueError, "arrays[0] and arrays[1] share memory", fm.allgather, blocks,
+    expect(ValueError, "out[0] and out[1] share memory", fm.allgather, blocks,
            [full[:5], full[4:]])
     run.check("zero shared out untouched", full, np.zeros(8))
     # reduce_scatter only reads its arrays: one twice is two blocks of its reduction

@@ -231,19 +231,20 @@ class FusionManager:
             entries += [([i], "each", None) for i in alone]
         return entries
 
-    def _check(self, arrays, written: bool = True) -> list:
+    def _check(self, arrays, written: bool = True, name: str = "arrays") -> list:
         """Each array as a writable numpy array of a dtype the op accepts,
         and, where the call writes them (*written*), no two sharing memory
-        (Note [Arrays that share memory]); raised before any message."""
+        (Note [Arrays that share memory]); raised before any message, naming
+        the arrays as the caller's argument *name*."""
         checked, seen = [], set()
         for i, x in enumerate(arrays):
-            a = x if type(x) is np.ndarray else _message.as_array(x, f"arrays[{i}]")
+            a = x if type(x) is np.ndarray else _message.as_array(x, f"{name}[{i}]")
             if a.dtype not in seen:
-                dt = dtype_of(a.dtype, f"arrays[{i}]")
+                dt = dtype_of(a.dtype, f"{name}[{i}]")
                 check_op(self.op, dt)
                 api._work_dtype(dt, self.accumulate)
                 seen.add(a.dtype)
-            _message.check_writable(a, f"arrays[{i}]", ": fused collectives work in place")
+            _message.check_writable(a, f"{name}[{i}]", ": fused collectives work in place")
             checked.append(a)
         # Note [Arrays that share memory]: each array's result is written
         # into it, by a bucket's unpack, a piece reduced where it lies, or
@@ -259,7 +260,7 @@ class FusionManager:
         pair = first_overlap(checked, np.shares_memory) if written and len(checked) > 1 else None
         if pair is not None:
             i, j = pair
-            raise ValueError(f"arrays[{i}] and arrays[{j}] share memory: a fused collective "
+            raise ValueError(f"{name}[{i}] and {name}[{j}] share memory: a fused collective "
                              f"writes each array's result into it, so each needs its own")
         return checked
 
@@ -620,7 +621,7 @@ class FusionManager:
         name = "arrays" if kind == "reduce_scatter" else "out"
         for i, a in enumerate(arrays):
             api._rows(np.shape(a), f"{name}[{i}] in {kind}")
-        views = self._check(arrays, written=kind != "reduce_scatter")
+        views = self._check(arrays, kind != "reduce_scatter", name)
         key = (kind, how, tuple((a.shape, a.dtype.str) for a in views))
         ways = self._layouts.get(key) if how is not None else None
         if ways is None:
