@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pycoll import api
+from pycoll import _message, api
 from pycoll._dtypes import Op
-from pycoll._kernels.copy import block
+from pycoll._kernels.copy import block, first_overlap
 from pycoll.fusion.manager import FusionManager
 
 __all__ = ["DataParallel", "ShardedOptimizer", "sgd"]
@@ -84,8 +84,9 @@ class ShardedOptimizer:
     """ZeRO-style sharded update (see the module docstring).
 
     Args:
-        params: the parameters, each with at least one dimension; updated
-            in place on every rank.
+        params: the parameters, each writable with at least one dimension,
+            no two sharing memory (a tied parameter once, its gradients
+            summed); updated in place on every rank.
         update: ``update(params, grads, state)``, called with lists of this
             rank's blocks of the parameters (views: update them in place)
             and of the averaged gradients, and a dict that persists between
@@ -97,9 +98,8 @@ class ShardedOptimizer:
                  root: int = 0):
         self.comm = api._comm_of(comm)
         self.params = list(params)
-        for i, p in enumerate(self.params):
-            if np.ndim(p) == 0:
-                raise ValueError(f"params[{i}] is 0-d: a sharded parameter needs an axis to split")
+        _check_params(self.params)
+        for p in self.params:
             api.broadcast(p, root, self.comm)
         self.update = update
         self.state: dict = {}
@@ -132,6 +132,28 @@ class ShardedOptimizer:
         self.update(self._blocks, shards, self.state)
         self.fusion.allgather(self._blocks, self.params)
         return self.params
+
+
+def _check_params(params: list) -> None:
+    """ShardedOptimizer's parameters as step needs them, checked on every
+    rank before the first broadcast, so that a bad list fails the
+    constructor everywhere rather than a step halfway, after its blocks
+    were updated and before the allgather that would make the ranks agree.
+    A parameter twice (tied weights) or two overlapping views are refused
+    as FusionManager.allgather refuses them (Note [Arrays that share
+    memory] in pycoll/fusion/manager.py)."""
+    arrays = []
+    for i, p in enumerate(params):
+        if np.ndim(p) == 0:
+            raise ValueError(f"params[{i}] is 0-d: a sharded parameter needs an axis to split")
+        a = _message.as_array(p, f"params[{i}]")
+        _message.check_writable(a, f"params[{i}]", ": the optimizer updates it in place")
+        arrays.append(a)
+    pair = first_overlap(arrays, np.shares_memory) if len(arrays) > 1 else None
+    if pair is not None:
+        i, j = pair
+        raise ValueError(f"params[{i}] and params[{j}] share memory: pass a tied parameter "
+                         f"once, with its gradients summed")
 
 
 def sgd(lr: float, momentum: float = 0.0):

@@ -3550,6 +3550,20 @@ def group_frameworks(run):
     own = sum(b.nbytes for b in opt.state["momentum"])
     assert own == sum(np.array_split(np.zeros(s), p)[r].nbytes for s in shapes), own
     expect(ValueError, "params[0] is 0-d", ShardedOptimizer, [np.float64(1.0)], sgd(0.1), comm)
+    # refused in the constructor on every rank, before any message: a step
+    # would fail at the allgather, after updating the blocks
+    tied, flat = np.full(4, 7.0), np.full(10, 7.0)
+    for bad, (i, j) in [([tied, np.ones(2), tied], (0, 2)), ([flat[:6], flat[4:]], (0, 1))]:
+        expect(ValueError, f"params[{i}] and params[{j}] share memory: pass a tied parameter once",
+               ShardedOptimizer, bad, sgd(0.1), comm)
+    ro = np.ones(3)
+    ro.setflags(write=False)
+    expect(ValueError, "params[1] is read-only: the optimizer updates it in place",
+           ShardedOptimizer, [np.ones(2), ro], sgd(0.1), comm)
+    run.check("refused params untouched", np.concatenate([tied, flat]), np.full(14, 7.0))
+    halves = np.full(10, float(r))          # interleaved views share no element
+    ShardedOptimizer([halves[::2], halves[1::2]], sgd(1.0), comm).step([np.ones(5), np.ones(5)])
+    run.check("interleaved params", halves, np.full(10, -1.0))
     expect(ValueError, "2 gradients for 3 parameters", opt.step, grads[:2])
     expect(ValueError, "grads[0] has shape (2, 5)", opt.step, [np.zeros((2, 5))] + grads[1:])
     y = comm.allreduce(np.array([1.0]))
