@@ -3173,7 +3173,8 @@ def group_fusion_zero(run):
            [np.ones(len(np.array_split(np.ones(3), p)[r]), np.float32)], [np.ones(3)])
     ro = np.ones(4)
     ro.setflags(write=False)
-    expect(ValueError, "out[0] is read-only", fm.allgather, [np.ones(len(np.array_split(ro, p)[r]))], [ro])
+    expect(ValueError, "out[0] is read-only", fm.allgather,
+           [np.ones(len(np.array_split(ro, p)[r]))], [ro])
     expect(TypeError, "AVG needs a floating", FusionManager(op=Op.AVG, comm=comm).reduce_scatter,
            [np.ones(4, np.int32)])
     full = np.zeros(8)

@@ -73,9 +73,9 @@ def test_bad_arguments(kwargs, error, match):
 
 
 def test_a_cap_may_be_a_float_holding_a_whole_number():
-    sizes = [10_000_000] * 6
-    assert assign_buckets(sizes, [F32] * 6, bucket_bytes=25e6) == [[0, 1], [2, 3], [4, 5]]
-    assert assign_buckets(sizes, [F32] * 6, bucket_bytes=np.float32(2e7)) == [[0, 1], [2, 3], [4, 5]]
+    sizes, pairs = [10_000_000] * 6, [[0, 1], [2, 3], [4, 5]]
+    assert assign_buckets(sizes, [F32] * 6, bucket_bytes=25e6) == pairs
+    assert assign_buckets(sizes, [F32] * 6, bucket_bytes=np.float32(2e7)) == pairs
 
 
 def test_mixed_dtypes_under_one_id_are_an_error():
