@@ -62,7 +62,7 @@ def test_mixed_in_checks_mode():
     run_ranks(3, "mixed", env={"PYCOLL_SEGMENT_BYTES": "4096", "PYCOLL_CHECKS": "1"})
 
 
-@pytest.mark.parametrize("p", [1, 2, 3, 5, 6, 8])
+@pytest.mark.parametrize("p", [1, 2, 3, 6, 8])
 def test_small_message_lane(p):
     """Repeated small allreduces run in the C lane: every (op, dtype),
     in place and out=; strided, overlapping and read-only cases go to the
