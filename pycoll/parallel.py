@@ -149,7 +149,7 @@ def _check_params(params: list) -> None:
         a = _message.as_array(p, f"params[{i}]")
         _message.check_writable(a, f"params[{i}]", ": the optimizer updates it in place")
         arrays.append(a)
-    pair = first_overlap(arrays, np.shares_memory) if len(arrays) > 1 else None
+    pair = first_overlap(arrays, np.shares_memory)
     if pair is not None:
         i, j = pair
         raise ValueError(f"params[{i}] and params[{j}] share memory: pass a tied parameter "
