@@ -113,7 +113,8 @@ def _native(numpy_dtype) -> DType | None:
 
 
 def op_of(op) -> Op:
-    """Parse an op: a pycoll.Op or its lower-case name."""
+    """Parse an op: a pycoll.Op, its lower-case name, or the mpi4py op
+    of the same reduction (``MPI.SUM`` is ``pycoll.SUM``)."""
     try:
         return _OPS[op]
     except (KeyError, TypeError):
@@ -121,7 +122,42 @@ def op_of(op) -> Op:
     if isinstance(op, str):
         raise ValueError(f"unknown op {op!r}; expected one of "
                          f"{', '.join(o.value for o in Op)}")
+    if type(ours := key_op(op)) is Op:
+        return ours
+    if type(op).__module__ == "mpi4py.MPI" and type(op).__name__ == "Op":
+        known = next((f"MPI.{name}" for name in _MPI_ONLY
+                      if op == getattr(_mpi(), name, None)), "a user-defined MPI op")
+        raise ValueError(f"op is {known}, which pycoll has no kernel for; expected one of "
+                         f"{', '.join(o.value for o in Op)} or MPI.{', MPI.'.join(_MPI_OPS)}")
     raise TypeError(f"op must be a pycoll.Op or its name, got {type(op).__name__}")
+
+
+# The mpi4py ops with a pycoll op that reduces alike, and those without
+# one: MPI's logical ops give 0 or 1 on integers (LAND is not BAND),
+# MAXLOC and MINLOC need pairs, REPLACE and NO_OP windows.
+_MPI_OPS = ("SUM", "PROD", "MAX", "MIN", "BAND", "BOR", "BXOR")
+_MPI_ONLY = ("LAND", "LOR", "LXOR", "MAXLOC", "MINLOC", "REPLACE", "NO_OP", "OP_NULL")
+_MPI_PAIRS: list = []                   # (mpi4py op, Op), filled on first use
+
+
+def _mpi():
+    """mpi4py.MPI, imported already when a caller holds one of its ops."""
+    from mpi4py import MPI
+    return MPI
+
+
+def key_op(op):
+    """*op* as a plan key: the pycoll Op of an mpi4py op that has one
+    (``MPI.SUM``, which is unhashable, is ``pycoll.SUM``), anything else as
+    given, for op_of to check where the plan is built."""
+    if type(op).__module__ != "mpi4py.MPI":
+        return op
+    if not _MPI_PAIRS:
+        _MPI_PAIRS.extend((getattr(_mpi(), name), Op[name]) for name in _MPI_OPS)
+    for theirs, ours in _MPI_PAIRS:
+        if op == theirs:
+            return ours
+    return op
 
 
 def check_op(op: Op, dtype: DType) -> None:

@@ -29,9 +29,19 @@ from pycoll._resources cimport (MAX_STEPS, SLOT_LANE, SLOT_OUTPUT, SLOT_WORK, Ca
                                 Operands, Stage, StagedSends, Ways, in_turn, lane_output,
                                 release_operands, settle, staged, take_operands)
 
+from pycoll._dtypes import Op, key_op
 from pycoll._resources import NOT_TAKEN
 
 cdef object ndarray = np.ndarray
+cdef object OpType = Op
+
+
+cdef inline object plain_op(op):
+    """*op* as the plans key it: a pycoll Op or name as given, an mpi4py
+    op (unhashable) as its pycoll Op (key_op)."""
+    if type(op) is OpType or type(op) is str:
+        return op
+    return key_op(op)
 
 cdef enum:
     SEND = 0            # the step kinds of pycoll/algorithms/_schedule.py
@@ -475,7 +485,8 @@ def allreduce(comm, x, op, algorithm, out, accumulate, timeout=None):
     if type(x) is not ndarray or not in_turn(comm):
         return None                         # queued calls first (Note [Issue order])
     try:
-        plan = comm._plans.get(("allreduce", x.dtype, x.shape, op, algorithm, accumulate))
+        plan = comm._plans.get(("allreduce", x.dtype, x.shape, plain_op(op), algorithm,
+                                accumulate))
     except TypeError:
         return None
     if plan is None:
@@ -494,7 +505,8 @@ def reduce(comm, x, op, root, algorithm, out, accumulate, timeout=None):
     elsewhere."""
     if type(x) is not ndarray or type(root) is not int or not in_turn(comm):
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
-    return plan_lane_call(comm, ("reduce", x.dtype, x.shape, op, root, algorithm, accumulate),
+    return plan_lane_call(comm, ("reduce", x.dtype, x.shape, plain_op(op), root, algorithm,
+                                 accumulate),
                           x, out, timeout)
 
 
@@ -503,7 +515,8 @@ def scan(comm, x, op, exclusive, algorithm, out, accumulate, timeout=None):
     an exclusive scan)."""
     if type(x) is not ndarray or type(exclusive) is not bool or not in_turn(comm):
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
-    return plan_lane_call(comm, ("scan", x.dtype, x.shape, op, exclusive, algorithm, accumulate),
+    return plan_lane_call(comm, ("scan", x.dtype, x.shape, plain_op(op), exclusive, algorithm,
+                                 accumulate),
                           x, out, timeout)
 
 
@@ -525,7 +538,8 @@ def reduce_scatter(comm, x, op, algorithm, out, accumulate, timeout=None):
     if type(x) is not ndarray or not in_turn(comm):
         return None                         # queued calls first (Note [Issue order])
     try:
-        plan = comm._plans.get(("reduce_scatter", x.dtype, x.shape, op, algorithm, accumulate))
+        plan = comm._plans.get(("reduce_scatter", x.dtype, x.shape, plain_op(op), algorithm,
+                                accumulate))
     except TypeError:
         return None
     if plan is None or plan.lane is None:

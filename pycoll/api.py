@@ -44,7 +44,7 @@ import numpy as np
 from pycoll import _header, _lane_move, _lane_reduce, _lanes, _message, tuning
 from pycoll._async import as_seconds
 from pycoll._comm import CommBase, Settings
-from pycoll._dtypes import BY_NAME, DType, Op, dtype_of, op_of
+from pycoll._dtypes import BY_NAME, DType, Op, dtype_of, key_op, op_of
 from pycoll._kernels.reduce import scale
 from pycoll._mpi import mpi
 from pycoll._header import HEADER_INLINE, HEADER_OK, WORD_BYTES
@@ -554,7 +554,8 @@ def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
 
     Args:
         x: this rank's array (same shape and dtype on every rank).
-        op: SUM, PROD, MAX, MIN, AVG, BAND, BOR or BXOR (or its name).
+        op: SUM, PROD, MAX, MIN, AVG, BAND, BOR or BXOR (or its name, or
+            the mpi4py op of that name: MPI.SUM is SUM).
         comm: a Communicator, an mpi4py intracommunicator, or None.
         algorithm: "auto", "ring", "recursive_doubling", "rabenseifner", "tree".
         out: where to write the result (shape and dtype of x; may be x).
@@ -590,9 +591,9 @@ def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
 
 def _allreduce(c, x, op, algorithm, out, accumulate, async_op=False, timeout=None):
     def prepare():
-        xa = _array(x)
-        plan = _plan(c, ("allreduce", xa.dtype, xa.shape, op, algorithm, accumulate),
-                     lambda: _reduction_args("allreduce", c, xa, op, algorithm, accumulate))
+        xa, o = _array(x), key_op(op)
+        plan = _plan(c, ("allreduce", xa.dtype, xa.shape, o, algorithm, accumulate),
+                     lambda: _reduction_args("allreduce", c, xa, o, algorithm, accumulate))
         a = plan.args
         result, result_data, writeback = _result(out, a.shape, a.result)
 
@@ -610,7 +611,7 @@ def _allreduce(c, x, op, algorithm, out, accumulate, async_op=False, timeout=Non
             plan.run(send=send, data=data, deadline=deadline)
             _finish(a, data, result_data, c.size)
             return _done(result, result_data, writeback, out)
-        return _reduction_record("allreduce", xa, op, algorithm, accumulate), run
+        return _reduction_record("allreduce", xa, o, algorithm, accumulate), run
     return _call(c, "allreduce", async_op, timeout, prepare)
 
 
@@ -799,10 +800,10 @@ def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=
 
 def _reduce(c, x, op, root, algorithm, out, accumulate, async_op=False, timeout=None):
     def prepare():
-        xa = _array(x)
+        xa, o = _array(x), key_op(op)
         r = _check_root(root, c.size)
-        plan = _plan(c, ("reduce", xa.dtype, xa.shape, op, r, algorithm, accumulate),
-                     lambda: _reduction_args("reduce", c, xa, op, algorithm, accumulate, root=r))
+        plan = _plan(c, ("reduce", xa.dtype, xa.shape, o, r, algorithm, accumulate),
+                     lambda: _reduction_args("reduce", c, xa, o, algorithm, accumulate, root=r))
         a = plan.args
         if c.rank == a.root:
             result, result_data, writeback = _result(out, a.shape, a.result)
@@ -819,7 +820,7 @@ def _reduce(c, x, op, root, algorithm, out, accumulate, async_op=False, timeout=
             plan.run(send=send, data=data, deadline=deadline)
             _finish(a, data, result_data, c.size)
             return _done(result, result_data, writeback, out)
-        return _reduction_record("reduce", xa, op, algorithm, accumulate, root=a.root), run
+        return _reduction_record("reduce", xa, o, algorithm, accumulate, root=a.root), run
     lane = partial(_lane_reduce.reduce, c, x, op, root, algorithm, out, accumulate, timeout) \
         if async_op else None
     return _call(c, "reduce", async_op, timeout, prepare, lane)
@@ -1152,9 +1153,9 @@ def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=
 
 def _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op=False, timeout=None):
     def prepare():
-        xa = _array(x)
-        plan = _plan(c, ("reduce_scatter", xa.dtype, xa.shape, op, algorithm, accumulate),
-                     lambda: _reduce_scatter_args(c, xa, op, algorithm, accumulate))
+        xa, o = _array(x), key_op(op)
+        plan = _plan(c, ("reduce_scatter", xa.dtype, xa.shape, o, algorithm, accumulate),
+                     lambda: _reduce_scatter_args(c, xa, o, algorithm, accumulate))
         a = plan.args
         result, result_data, writeback = _result(out, a.shape, a.result)
 
@@ -1171,7 +1172,7 @@ def _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op=False, timeou
             plan.run(send=send, data=c.scratch("output", sum(a.counts)), out=mine, deadline=deadline)
             _finish(a, mine, result_data, c.size)
             return _done(result, result_data, writeback, out)
-        return _reduction_record("reduce_scatter", xa, op, algorithm, accumulate), run
+        return _reduction_record("reduce_scatter", xa, o, algorithm, accumulate), run
     return _call(c, "reduce_scatter", async_op, timeout, prepare)
 
 
@@ -1243,10 +1244,10 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
             return _lane_result(result, view, out)
 
     def prepare():
-        xa = _array(x)
+        xa, o = _array(x), key_op(op)
         ex = _check_exclusive(exclusive)
-        plan = _plan(c, ("scan", xa.dtype, xa.shape, op, ex, algorithm, accumulate),
-                     lambda: _scan_args(c, xa, op, ex, algorithm, accumulate))
+        plan = _plan(c, ("scan", xa.dtype, xa.shape, o, ex, algorithm, accumulate),
+                     lambda: _scan_args(c, xa, o, ex, algorithm, accumulate))
         a = plan.args
         empty = a.exclusive and c.rank == 0
         if not empty:
@@ -1270,7 +1271,7 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
             plan.run(send=send, data=data, out=mine, deadline=deadline)
             _finish(a, mine, result_data, c.rank if a.exclusive else c.rank + 1)
             return _done(result, result_data, writeback, out)
-        return _reduction_record("scan", xa, op, algorithm, accumulate, exclusive=a.exclusive), run
+        return _reduction_record("scan", xa, o, algorithm, accumulate, exclusive=a.exclusive), run
     lane = partial(_lane_reduce.scan, c, x, op, exclusive, algorithm, out, accumulate, timeout) \
         if async_op else None
     return _call(c, "scan", async_op, timeout, prepare, lane)

@@ -248,6 +248,53 @@ def scan_case(run, algo, op, dtype, shape, exclusive):
         run.check(name, y, reduce_ranks(op, xs[:upto]))
 
 
+USER_OP = MPI.Op.Create(lambda a, b, datatype: None, commute=True)
+
+
+def mpi_ops(run, comm):
+    """mpi4py's ops reduce as pycoll's of the same name (MPI.SUM is
+    pycoll.SUM) on every path: lanes, the general path, async, checks
+    mode against a rank that names the op, a FusionManager."""
+    p, r = run.p, run.r
+    x = np.arange(5, dtype=np.int32) * (r + 1) - 2
+    for name in ("SUM", "PROD", "MAX", "MIN", "BAND", "BOR", "BXOR"):
+        ours, theirs = getattr(pycoll, name), getattr(MPI, name)
+        for repeat in range(3):                 # the first call makes the lane
+            run.check(f"allreduce MPI.{name}", comm.allreduce(x, theirs),
+                      comm.allreduce(x, ours))
+            run.check(f"reduce_scatter MPI.{name}", pycoll.reduce_scatter(x, theirs, comm),
+                      pycoll.reduce_scatter(x, ours, comm))
+            run.check(f"scan MPI.{name}", comm.scan(x, theirs), comm.scan(x, ours))
+            got, want = comm.reduce(x, theirs, root=p - 1), comm.reduce(x, ours, root=p - 1)
+            assert (got is None) == (r != p - 1)
+            if got is not None:
+                run.check(f"reduce MPI.{name}", got, want)
+        run.check(f"allreduce MPI.{name} async", comm.allreduce(x, theirs, async_op=True).wait(),
+                  comm.allreduce(x, ours))
+        run.check(f"allreduce MPI.{name} rabenseifner", comm.allreduce(x, theirs, "rabenseifner"),
+                  comm.allreduce(x, ours, "rabenseifner"))
+    only = np.ones(7, np.int16)                 # a signature called with MPI.SUM alone
+    for repeat in range(2):
+        run.check("allreduce MPI.SUM alone", comm.allreduce(only, MPI.SUM), only * p)
+    assert ("allreduce", only.dtype, only.shape, pycoll.SUM, "auto", None) in comm._plans, \
+        "MPI.SUM's call did not keep its plan under pycoll.SUM"
+    pycoll.set_checks(True)
+    try:
+        run.check("checks mode: MPI.SUM and 'sum'", comm.allreduce(x, MPI.SUM if r % 2 else "sum"),
+                  sum(np.arange(5, dtype=np.int32) * (k + 1) - 2 for k in range(p)))
+        if p > 1:
+            exc = expect(pycoll.MismatchError, "op=max", comm.allreduce, x,
+                         MPI.MAX if r == 0 else pycoll.SUM)
+            assert "op=sum" in str(exc), exc
+    finally:
+        pycoll.set_checks(False)
+    fm = pycoll.FusionManager(op=MPI.SUM, comm=comm)
+    arrays = [np.full(3, r + 1.0), np.full(2, r + 2.0)]
+    fm.allreduce(arrays)
+    run.check("FusionManager(op=MPI.SUM)", arrays[1], np.full(2, p * (p + 3) / 2))
+    run.count += 1
+
+
 def group_reductions(run):
     p = run.p
     pairs = run.some(reduction_pairs())
@@ -598,6 +645,9 @@ def group_errors(run):
     cases = [
         (ValueError, "unknown op 'mean'", comm.allreduce, f, "mean"),
         (TypeError, "op must be", comm.allreduce, f, 3),
+        (ValueError, "op is MPI.LAND, which pycoll has no kernel for", comm.allreduce, i, MPI.LAND),
+        (ValueError, "op is MPI.MAXLOC", pycoll.reduce, f, MPI.MAXLOC, 0, comm),
+        (ValueError, "op is a user-defined MPI op", comm.reduce_scatter, f, USER_OP),
         (TypeError, "AVG needs a floating or complex dtype, got int32", comm.allreduce, i, pycoll.AVG),
         (TypeError, "MAX is not defined for complex64", comm.allreduce, f.astype(np.complex64), "max"),
         (TypeError, "BXOR is not defined for float32", comm.reduce, f, pycoll.BXOR),
@@ -670,6 +720,8 @@ def group_errors(run):
                        root=bad)
                 assert np.array_equal(x, snapshot), f"{name} root={bad!r} wrote into x"
                 run.count += 1
+
+    mpi_ops(run, comm)
 
     # A timeout is any real number of seconds, or a timedelta (torch's)
     import datetime
