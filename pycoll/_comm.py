@@ -109,11 +109,12 @@ class CommBase:
             comm = MPI.COMM_WORLD
         elif isinstance(comm, CommBase):
             comm = comm._live()
+        if isinstance(comm, MPI.Comm) and comm == MPI.COMM_NULL:
+            # MPI.COMM_NULL itself is a plain Comm: a ValueError as a freed one's
+            raise ValueError("comm is MPI.COMM_NULL")
         if not isinstance(comm, MPI.Intracomm):
             raise TypeError(f"comm must be a pycoll.Communicator or an mpi4py "
                             f"intracommunicator, got {type(comm).__name__}")
-        if comm == MPI.COMM_NULL:
-            raise ValueError("comm is MPI.COMM_NULL")
         self._comm = comm.Dup()
         self.rank: int = self._comm.Get_rank()
         self.size: int = self._comm.Get_size()

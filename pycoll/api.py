@@ -241,8 +241,10 @@ def _comm_of(comm) -> Communicator:
                 _default = Communicator()
             return _default
         # Keyed by identity, holding the object so the id is not reused.
+        # One its owner has freed (false: MPI_COMM_NULL) gets no wrapper:
+        # its old one is freed, and Communicator() refuses it.
         hit = _wrapped.get(id(comm))
-        if hit is None or hit[1].freed:
+        if hit is None or hit[1].freed or not comm:
             _forget_freed()
             hit = (comm, Communicator(comm))
             _wrapped[id(comm)] = hit

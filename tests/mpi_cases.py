@@ -577,6 +577,9 @@ def group_special(run):
         mine.Free()
     assert [c.freed for c in before] == [True] * 4 + [False], [c.freed for c in before]
     assert sum(theirs == MPI.COMM_NULL for theirs, _ in pycoll.api._wrapped.values()) == 1
+    expect(ValueError, "comm is MPI.COMM_NULL", pycoll.Communicator, MPI.COMM_NULL)
+    expect(ValueError, "comm is MPI.COMM_NULL", pycoll.allreduce, np.ones(2), comm=mine)
+    expect(TypeError, "intracommunicator, got Comm", pycoll.Communicator, MPI.Comm(MPI.COMM_WORLD))
     # split, context manager, free
     color = r % 2
     sub = comm.split(color, key=-r)
