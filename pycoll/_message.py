@@ -82,6 +82,11 @@ def as_array(x, name: str = "x") -> np.ndarray:
             pass                            # _from_torch says why
     if isinstance(x, np.ndarray):
         return x.view(np.ndarray)
+    if isinstance(x, np.generic):
+        # A read-only view of the scalar's bytes. np.asarray would copy
+        # them into a writable 0-d array, and a result written there
+        # would never reach the (immutable) scalar.
+        return np.ndarray((), x.dtype, buffer=x)
     if hasattr(x, "__dlpack__"):
         array = _from_dlpack(x, name)
     elif hasattr(x, "__array_interface__"):
@@ -120,7 +125,9 @@ def check_writable(array: np.ndarray, name: str, why: str = "") -> None:
     allows."""
     if array.flags.writeable:
         return
-    if type(array.base) is not _CAPSULE:
+    if isinstance(array.base, np.generic):
+        cause = " (numpy scalars are immutable: pass a 0-d array, np.array(value))"
+    elif type(array.base) is not _CAPSULE:
         cause = ""
     elif np.lib.NumpyVersion(np.__version__) < "2.2.5":
         cause = (f" (it came through DLPack, which numpy {np.__version__} imports read-only; "

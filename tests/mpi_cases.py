@@ -674,6 +674,12 @@ def group_errors(run):
         (ValueError, f"sizes[{r}] is 3", comm.gather, f, 0, "auto", [3] * p),
         (ValueError, "at least one dimension", comm.reduce_scatter, np.float32(1)),
         (ValueError, "at least one dimension", comm.alltoall, np.float64(1)),
+        # a numpy scalar is read (as a 0-d array) but cannot be written
+        (ValueError, "out is read-only (numpy scalars are immutable", comm.allreduce, np.float32(1),
+         "sum", "auto", np.float32(0)),
+        (ValueError, "x is read-only (numpy scalars are immutable", comm.broadcast, np.float64(r)),
+        (ValueError, "arrays[1] is read-only (numpy scalars are immutable",
+         pycoll.FusionManager(comm=comm).allreduce, [np.ones(2), np.float64(1)]),
         (TypeError, "exclusive must be a bool", comm.scan, f, "sum", "yes"),
     ]
     ro = np.zeros(4, np.float32)
@@ -725,6 +731,9 @@ def group_errors(run):
                 run.count += 1
 
     mpi_ops(run, comm)
+    run.check("numpy scalar x", comm.allreduce(np.float32(r)), np.array(sum(range(p)), np.float32))
+    run.check("numpy scalar x, 0-d out", comm.allreduce(np.int16(1), out=np.zeros((), np.int16)),
+              np.array(p, np.int16))
 
     # A timeout is any real number of seconds, or a timedelta (torch's)
     import datetime

@@ -44,6 +44,18 @@ def test_read_only_input_is_fine():
     assert np.shares_memory(msg.array, x)
 
 
+@pytest.mark.parametrize("scalar", [np.float64(2.5), np.int8(-3), np.bool_(True),
+                                    ml_dtypes.bfloat16(1.5), np.complex64(1j)],
+                         ids=lambda s: type(s).__name__)
+def test_a_numpy_scalar_is_read_but_never_written(scalar):
+    # Read as a 0-d view of its own bytes; as out= it is read-only (np.asarray
+    # would copy it into a writable array that the caller never sees).
+    msg = _message.message(scalar)
+    assert msg.shape == () and msg.dtype.numpy == scalar.dtype and msg.array[()] == scalar
+    with pytest.raises(ValueError, match=r"out is read-only \(numpy scalars are immutable"):
+        _message.output(scalar, (), msg.dtype)
+
+
 def test_buffer_protocol_and_array_interface():
     msg = _message.message(array.array("d", [1.0, 2.0]))
     assert msg.dtype.name == "float64" and msg.array.tolist() == [1.0, 2.0]
