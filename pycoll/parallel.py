@@ -84,11 +84,12 @@ class ShardedOptimizer:
     """ZeRO-style sharded update (see the module docstring).
 
     Args:
-        params: the parameters, each writable with at least one dimension,
-            no two sharing memory (a tied parameter once, its gradients
-            summed); updated in place on every rank.
+        params: the parameters (numpy arrays, torch tensors or other
+            array-likes), each writable with at least one dimension, no two
+            sharing memory (a tied parameter once, its gradients summed);
+            updated in place on every rank.
         update: ``update(params, grads, state)``, called with lists of this
-            rank's blocks of the parameters (views: update them in place)
+            rank's blocks of the parameters (numpy views: update them in place)
             and of the averaged gradients, and a dict that persists between
             steps for the optimizer's state of those blocks (``sgd`` makes one).
         comm, mean, bucket_bytes: as DataParallel's.
@@ -98,14 +99,17 @@ class ShardedOptimizer:
                  root: int = 0):
         self.comm = api._comm_of(comm)
         self.params = list(params)
-        _check_params(self.params)
+        views = _checked_params(self.params)
         for p in self.params:
             api.broadcast(p, root, self.comm)
         self.update = update
         self.state: dict = {}
         self.fusion = FusionManager(Op.AVG if mean else Op.SUM, self.comm, bucket_bytes)
         p, r = self.comm.size, self.comm.rank
-        self._blocks = [_axis0_block(a, p, r) for a in self.params]
+        # numpy views, whatever the parameters are (torch tensors): update's
+        # "p -= lr * g" with a tensor's block and a numpy gradient rebound
+        # p to a new numpy array and left the parameter as it was.
+        self._blocks = [_axis0_block(a, p, r) for a in views]
 
     def shard(self, batch, axis: int = 0):
         """This rank's part of a global batch (as DataParallel.shard)."""
@@ -134,8 +138,8 @@ class ShardedOptimizer:
         return self.params
 
 
-def _check_params(params: list) -> None:
-    """ShardedOptimizer's parameters as step needs them, checked on every
+def _checked_params(params: list) -> list:
+    """The numpy views of ShardedOptimizer's parameters, checked on every
     rank before the first broadcast, so that a bad list fails the
     constructor everywhere rather than a step halfway, after its blocks
     were updated and before the allgather that would make the ranks agree.
@@ -154,6 +158,7 @@ def _check_params(params: list) -> None:
         i, j = pair
         raise ValueError(f"params[{i}] and params[{j}] share memory: pass a tied parameter "
                          f"once, with its gradients summed")
+    return arrays
 
 
 def sgd(lr: float, momentum: float = 0.0):

@@ -28,8 +28,8 @@ import numpy as np
 from mpi4py import MPI
 
 import pycoll
-from data import (ALL_DTYPES, ARRAY_LIKES, BF16, assert_bitwise_equal, assert_same_values, bits,
-                  combine, sample, writes_through)
+from data import (ALL_DTYPES, ARRAY_LIKES, BF16, ArrayInterface, assert_bitwise_equal,
+                  assert_same_values, bits, combine, sample, writes_through)
 from pycoll._dtypes import BY_NAME, Op
 from pycoll._kernels.reduce import supports
 from pycoll.algorithms import ALGORITHMS, REGISTRY
@@ -3612,6 +3612,21 @@ def group_frameworks(run):
         for k, (a, e) in enumerate(zip(params, reference)):
             run.check(f"zero step {step} param {k}", a, e)
             run.same_everywhere(f"zero step {step} param {k}", a)
+    # Parameters that are not numpy arrays (torch tensors, say): update gets
+    # numpy views of their blocks. A torch block once took sgd's "p -= lr * g"
+    # as a rebinding: every parameter stayed as it was, silently.
+    makers = {"array_interface": ArrayInterface}
+    if run.torch:
+        import torch
+        makers["torch"] = torch.from_numpy
+    for kind, make in makers.items():
+        backing = [np.arange(np.prod(s), dtype=np.float64).reshape(s) + r for s in shapes]
+        reference = [np.arange(np.prod(s), dtype=np.float64).reshape(s) for s in shapes]
+        ShardedOptimizer([make(b) for b in backing], sgd(0.5), comm).step(
+            [make(np.full(s, float(r))) for s in shapes])
+        sgd(0.5)(reference, [np.full(s, (p - 1) / 2) for s in shapes], {})
+        for k, (a, e) in enumerate(zip(backing, reference)):
+            run.check(f"zero {kind} param {k}", a, e)
     own = sum(b.nbytes for b in opt.state["momentum"])
     assert own == sum(np.array_split(np.zeros(s), p)[r].nbytes for s in shapes), own
     expect(ValueError, "params[0] is 0-d", ShardedOptimizer, [np.float64(1.0)], sgd(0.1), comm)
