@@ -89,9 +89,10 @@ class Settings:
 
 def _switch(environ, name: str) -> bool:
     """An on/off PYCOLL_* variable (unset: off)."""
-    value = environ.get(name, "").strip().lower()
+    given = environ.get(name, "")
+    value = given.strip().lower()
     if value not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
-        raise ValueError(f"{name}={value!r}: expected 0 or 1")
+        raise ValueError(f"{name}={given!r}: expected 0 or 1 (or false/true, no/yes, off/on)")
     return value in ("1", "true", "yes", "on")
 
 
