@@ -125,12 +125,17 @@ def time_segments(world, candidates: list, sizes: list, budget: float, barrier, 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pycoll.tune", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default=",".join(SIZES))
-    parser.add_argument("--collectives", default=",".join(COLLECTIVES))
+    parser.add_argument("--sizes", default=",".join(SIZES),
+                        help="sizes in bytes (one block for block ops), comma-separated")
+    parser.add_argument("--collectives", default=",".join(COLLECTIVES),
+                        help="the collectives to time, comma-separated")
     parser.add_argument("--segments",
-                        default=",".join(f"{s >> 20}M" for s in tuning.REDUCE_SEGMENTS))
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--budget", type=float, default=0.02)
+                        default=",".join(f"{s >> 20}M" for s in tuning.REDUCE_SEGMENTS),
+                        help="candidate reduction segments (one: use it, untimed)")
+    parser.add_argument("--out", default=None, metavar="FILE",
+                        help="write the calibration here instead (also JSON)")
+    parser.add_argument("--budget", type=float, default=0.02,
+                        help="seconds of timing per measurement")
     args = parser.parse_args(argv)
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     collectives = args.collectives.split(",")

@@ -55,11 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "mpiexec -n P. 'python -m pycoll.bench plot FILE.json -o busbw.png' draws "
                     "a JSON file.")
     parser.add_argument("op", choices=OPS + ["all"], help="the collective, or all of them")
-    parser.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("8"))
-    parser.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("64M"))
+    parser.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("8"),
+                        help="smallest size in bytes (K, M, G suffixes), default 8")
+    parser.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("64M"),
+                        help="largest size in bytes, default 64M")
     parser.add_argument("-f", "--stepfactor", type=int, default=2, help="size multiplier per step")
     parser.add_argument("-n", "--iters", type=int, default=20, help="timed iterations")
-    parser.add_argument("-w", "--warmup_iters", type=int, default=5)
+    parser.add_argument("-w", "--warmup_iters", type=int, default=5,
+                        help="untimed iterations before the timed ones")
     parser.add_argument("-R", "--rounds", type=int, default=1,
                         help="interleave the algorithms: at each size, R rounds of n iterations "
                              "of each, time = the median round (for side-by-side ratios on a "
@@ -84,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-o", "--op", dest="redop", default="sum",
                         help="reduction op(s): sum, prod, max, min, avg, band, bor, bxor, "
                              "comma-separated, or all")
-    parser.add_argument("-r", "--root", type=int, default=0)
+    parser.add_argument("-r", "--root", type=int, default=0,
+                        help="the root of broadcast, reduce, gather and scatter")
     parser.add_argument("-a", "--algorithm", default="auto",
                         help="comma-separated: auto, native, all, algorithm names, or "
                              "tuned (auto with autotune=True; allreduce, reduce, "
