@@ -64,8 +64,9 @@ def empty(shape, dtype=float) -> np.ndarray:
         pycoll.allreduce(x, out=out)              # every step
     """
     dtype, shape, nbytes = _layout(shape, dtype)
-    if nbytes < HUGE_FROM or _ADVICE is None or _PRIVATE is None or _ANONYMOUS is None:
-        return np.empty(shape, dtype)
+    if nbytes < HUGE_FROM or dtype.hasobject or _ADVICE is None or _PRIVATE is None \
+            or _ANONYMOUS is None:
+        return np.empty(shape, dtype)       # (object references cannot live in a mapping)
     # Room for the array from the first 2 MiB boundary of the mapping on.
     return _mapped(shape, dtype, nbytes, -(-nbytes // HUGE_PAGE) * HUGE_PAGE + HUGE_PAGE,
                    HUGE_PAGE, _ADVICE)
@@ -77,7 +78,7 @@ def empty_small_pages(shape, dtype=float) -> np.ndarray:
     small``: every buffer on the same pages, whatever the process
     allocated before); ``numpy.empty`` where the advice is not at hand."""
     dtype, shape, nbytes = _layout(shape, dtype)
-    if _NO_ADVICE is None or _PRIVATE is None or _ANONYMOUS is None:
+    if dtype.hasobject or _NO_ADVICE is None or _PRIVATE is None or _ANONYMOUS is None:
         return np.empty(shape, dtype)
     return _mapped(shape, dtype, nbytes, max(nbytes, 1), mmap.PAGESIZE, _NO_ADVICE)
 

@@ -33,6 +33,14 @@ def test_empty_is_a_writable_array_of_that_shape_and_dtype(shape, dtype):
         assert a.ctypes.data % HUGE_PAGE == 0          # starts a huge page
 
 
+def test_object_arrays_are_numpy_arrays_whatever_their_size():
+    # numpy cannot view a mapping's bytes as object references: a large
+    # object array raised numpy's "Cannot change data-type for array of references"
+    for make in (pycoll.empty, pycoll._memory.empty_small_pages):
+        a = make((HUGE_FROM,), object)
+        assert a.dtype == object and a.shape == (HUGE_FROM,) and a[0] is None
+
+
 def test_small_arrays_are_numpy_arrays_of_their_own():
     a = pycoll.empty(HUGE_FROM // 8 - 1, np.float64)
     assert a.base is None and a.nbytes < HUGE_FROM
