@@ -197,7 +197,8 @@ def test_pycoll_autotune_switches_it(value, on):
 
 
 def test_a_bad_pycoll_autotune_raises():
-    with pytest.raises(ValueError, match=r"PYCOLL_AUTOTUNE='Maybe': expected 0 or 1 \(or false/true"):
+    with pytest.raises(ValueError,
+                       match=r"PYCOLL_AUTOTUNE='Maybe': expected 0 or 1 \(or false/true"):
         Settings.from_env({"PYCOLL_AUTOTUNE": "Maybe"})
     with pytest.raises(ValueError, match="PYCOLL_CHECKS='2': expected 0 or 1"):
         Settings.from_env({"PYCOLL_CHECKS": "2"})
