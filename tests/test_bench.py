@@ -245,6 +245,19 @@ def test_bad_flags_are_argparse_errors(argv, message):
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 
+def test_plot_of_a_file_it_cannot_use_is_a_usage_error(tmp_path):
+    pytest.importorskip("matplotlib")
+    (tmp_path / "other.json").write_text('{"rows": []}')
+    (tmp_path / "table.txt").write_text("#  size  count\n")
+    for name, message in [("missing.json", "cannot read"), ("table.txt", "cannot read"),
+                          ("other.json", "is not a file written by --json")]:
+        proc = subprocess.run([sys.executable, "-m", "pycoll.bench", "plot", str(tmp_path / name),
+                               "-o", str(tmp_path / "out.png")], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 2 and message in proc.stderr and name in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_too_large_a_size_is_refused_up_front():
     proc = launch(2, ["-m", "pycoll.bench", "allreduce", "-b", "256G", "-e", "256G"], timeout=60)
     assert proc.returncode == 2

@@ -29,8 +29,7 @@ def main(argv) -> int:
     panels = defaultdict(lambda: defaultdict(list))
     metas = []
     for path in args.files:
-        with open(path) as f:
-            data = json.load(f)
+        data = _read(parser, path)
         meta = data["meta"]
         metas.append(meta)
         for row in data["rows"]:
@@ -64,3 +63,17 @@ def main(argv) -> int:
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(args.output, dpi=110)
     return 0
+
+
+def _read(parser, path: str) -> dict:
+    """A --json file's contents; a usage error (exit 2) naming the file
+    when it cannot be read or is not one."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        parser.error(f"cannot read {path}: {exc}")
+    if not isinstance(data, dict) or not isinstance(data.get("meta"), dict) \
+            or not isinstance(data.get("rows"), list):
+        parser.error(f"{path} is not a file written by --json (no 'meta' and 'rows')")
+    return data
