@@ -39,7 +39,7 @@ WORD_BYTES = 64            # the header word: 8 int64
 # its receiver anyway.
 INLINE_BYTES = 4096 - WORD_BYTES
 
-CARRIED_ERRORS = {"TypeError": TypeError, "ValueError": ValueError}
+CARRIED_ERRORS = {"TypeError": TypeError, "ValueError": ValueError, "RuntimeError": RuntimeError}
 
 
 def broadcast_json(comm, payload, root: int = 0, sized: bool = False) -> dict:

@@ -202,7 +202,10 @@ def _agree_settings(comm: Communicator, autotune=None) -> Settings:
     """Rank 0's PYCOLL_* settings (and its *autotune*, when not None),
     broadcast once so that every rank selects the same algorithms (Note
     [Same choice everywhere] in tuning.py). A bad setting on rank 0 raises
-    the same ValueError on every rank."""
+    the same ValueError on every rank; any other failure there raises on
+    rank 0 and a RuntimeError saying so on the others, which would
+    otherwise wait for the broadcast forever."""
+    failure = None
     if comm.rank == 0:
         try:
             settings = Settings.from_env()
@@ -213,9 +216,15 @@ def _agree_settings(comm: Communicator, autotune=None) -> Settings:
             payload = {"settings": json.loads(settings.to_bytes())}
         except ValueError as exc:
             payload = {"error": "ValueError", "message": str(exc)}
+        except Exception as exc:
+            failure = exc
+            payload = {"error": "RuntimeError", "message": f"rank 0 could not make its "
+                       f"settings: {type(exc).__name__}: {exc}"}
     else:
         payload = None
     agreed = _header.broadcast_json(comm, payload, sized=True)
+    if failure is not None:
+        raise failure
     _header.raise_carried(agreed)
     settings = Settings(**agreed["settings"])
     tuning.check_settings(settings)

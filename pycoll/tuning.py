@@ -415,7 +415,11 @@ def cache_path(library_version: str, p: int) -> Path:
 
 def load_params(library_version: str, p: int):
     """The cached calibration's parameters, or None."""
-    path = cache_path(library_version, p)
+    try:
+        path = cache_path(library_version, p)
+    except RuntimeError as exc:             # Path.home(): no home directory to find
+        log.warning("no calibration directory (%s): the default parameters apply", exc)
+        return None
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -424,7 +428,13 @@ def load_params(library_version: str, p: int):
     except (OSError, ValueError) as exc:
         log.warning("calibration %s is unreadable (%s): the default parameters apply", path, exc)
         return None
-    params = merge_params(data.get("params") if isinstance(data, dict) else None)
+    try:
+        params = merge_params(data.get("params") if isinstance(data, dict) else None)
+    except (TypeError, ValueError, LookupError, AttributeError) as exc:
+        # valid JSON with the wrong content (edited by hand, another version's)
+        log.warning("calibration %s does not hold parameters this version reads (%s: %s): "
+                    "the default parameters apply", path, type(exc).__name__, exc)
+        return None
     log.debug("calibration %s: %s", path, "loaded" if params else "not a calibration, ignored")
     return params
 
@@ -441,8 +451,9 @@ def merge_params(params):
         log.warning("calibration has reduce_segment=%r, not a byte count: %d applies",
                     segment, REDUCE_SEGMENT)
         segment = REDUCE_SEGMENT
+    costs = {str(name): float(cost) for name, cost in params.get("kernel_cost", {}).items()}
     merged = {"gamma": float(params.get("gamma", DEFAULT_PARAMS["gamma"])),
-              "kernel_cost": {**DEFAULT_PARAMS["kernel_cost"], **params.get("kernel_cost", {})},
+              "kernel_cost": {**DEFAULT_PARAMS["kernel_cost"], **costs},
               "reduce_segment": segment,
               "algorithms": {c: dict(algs) for c, algs in DEFAULT_PARAMS["algorithms"].items()}}
     for collective, algs in params["algorithms"].items():
@@ -452,9 +463,17 @@ def merge_params(params):
                 # A calibration from before the "huge" regime: "large" stands
                 # for it; from before "tiny", "small".
                 pieces = {"huge": pieces["large"], "tiny": pieces["small"], **pieces}
-                merged["algorithms"][collective][name] = {
-                    k: tuple(float(v) for v in pieces[k][:2]) for k in REGIMES}
+                merged["algorithms"][collective][name] = {k: _pair(pieces[k]) for k in REGIMES}
     return merged
+
+
+def _pair(piece) -> tuple:
+    """A regime's (alpha, beta) from a calibration; ValueError (the
+    calibration is ignored, load_params) unless two numbers."""
+    pair = tuple(float(v) for v in piece[:2])
+    if len(pair) != 2:
+        raise ValueError(f"a regime holds {piece!r}, not (alpha, beta)")
+    return pair
 
 
 def fit(samples, gamma_f32: float) -> tuple:

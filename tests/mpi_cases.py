@@ -578,6 +578,21 @@ def group_special(run):
     assert [c.freed for c in before] == [True] * 4 + [False], [c.freed for c in before]
     assert sum(theirs == MPI.COMM_NULL for theirs, _ in pycoll.api._wrapped.values()) == 1
     expect(ValueError, "comm is MPI.COMM_NULL", pycoll.Communicator, MPI.COMM_NULL)
+    # A failure making rank 0's settings that is not a bad setting raises
+    # there and a RuntimeError elsewhere: no rank waits for the broadcast.
+    from pycoll import tuning
+    load = tuning.load_params
+    def broken(*args):
+        raise OSError("disk on fire")
+    tuning.load_params = broken if r == 0 else load
+    try:
+        if r == 0:
+            expect(OSError, "disk on fire", pycoll.Communicator)
+        else:
+            expect(RuntimeError, "rank 0 could not make its settings: OSError: disk on fire",
+                   pycoll.Communicator)
+    finally:
+        tuning.load_params = load
     expect(ValueError, "comm is MPI.COMM_NULL", pycoll.allreduce, np.ones(2), comm=mine)
     expect(TypeError, "intracommunicator, got Comm", pycoll.Communicator, MPI.Comm(MPI.COMM_WORLD))
     # split, context manager, free

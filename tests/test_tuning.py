@@ -145,6 +145,36 @@ def test_cache_file_is_found_and_merged(tmp_path, monkeypatch):
     assert tuning.load_params(version, 4) is None
 
 
+@pytest.mark.parametrize("params", [
+    {"algorithms": {}, "gamma": "abc"},
+    {"algorithms": {}, "gamma": None},
+    {"algorithms": {}, "kernel_cost": [1, 2]},
+    {"algorithms": {}, "kernel_cost": {"float32": "x"}},
+    {"algorithms": {"allreduce": []}},
+    {"algorithms": {"allreduce": {"ring": {"small": [1e-6], "large": [1e-6, 1e-10]}}}},
+    {"algorithms": {"allreduce": {"ring": {"small": "ab", "large": [1e-6, 1e-10]}}}},
+], ids=["gamma str", "gamma null", "costs list", "cost str", "algorithms list", "short pair",
+        "pair str"])
+def test_a_calibration_this_version_cannot_read_is_ignored(tmp_path, monkeypatch, caplog, params):
+    # Valid JSON with the wrong content (edited by hand, another version's):
+    # the default parameters, and a warning. It used to raise from every
+    # Communicator(), or on rank 0 alone, leaving the others waiting.
+    monkeypatch.setenv("PYCOLL_TUNE_DIR", str(tmp_path))
+    tuning.cache_path("MPICH Version: 5.0.2", 2).write_text(json.dumps({"params": params}))
+    with caplog.at_level("WARNING", logger="pycoll"):
+        assert tuning.load_params("MPICH Version: 5.0.2", 2) is None
+    assert "does not hold parameters this version reads" in caplog.text
+
+
+def test_no_home_directory_means_the_default_parameters(monkeypatch):
+    monkeypatch.delenv("PYCOLL_TUNE_DIR", raising=False)
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+    monkeypatch.setattr(tuning.Path, "home", staticmethod(no_home))
+    assert tuning.load_params("MPICH Version: 5.0.2", 2) is None
+
+
 def test_regimes_split_at_eager_sizes_the_segment_and_the_cache():
     assert tuning.regime(0) == tuning.regime(tuning.TINY) == "tiny"
     assert tuning.regime(tuning.TINY + 1) == "small"
