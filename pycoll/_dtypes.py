@@ -12,12 +12,14 @@ before any message is sent, and the kernels trust it.
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
 
 from pycoll._kernels import reduce as _kernels
+from pycoll._mpi import mpi
 
 
 class Op(enum.Enum):
@@ -126,7 +128,7 @@ def op_of(op) -> Op:
         return ours
     if type(op).__module__ == "mpi4py.MPI" and type(op).__name__ == "Op":
         known = next((f"MPI.{name}" for name in _MPI_ONLY
-                      if op == getattr(_mpi(), name, None)), "a user-defined MPI op")
+                      if op == getattr(mpi(), name, None)), "a user-defined MPI op")
         raise ValueError(f"op is {known}, which pycoll has no kernel for; expected one of "
                          f"{', '.join(o.value for o in Op)} or MPI.{', MPI.'.join(_MPI_OPS)}")
     raise TypeError(f"op must be a pycoll.Op or its name, got {type(op).__name__}")
@@ -137,13 +139,13 @@ def op_of(op) -> Op:
 # MAXLOC and MINLOC need pairs, REPLACE and NO_OP windows.
 _MPI_OPS = ("SUM", "PROD", "MAX", "MIN", "BAND", "BOR", "BXOR")
 _MPI_ONLY = ("LAND", "LOR", "LXOR", "MAXLOC", "MINLOC", "REPLACE", "NO_OP", "OP_NULL")
-_MPI_PAIRS: list = []                   # (mpi4py op, Op), filled on first use
 
 
-def _mpi():
-    """mpi4py.MPI, imported already when a caller holds one of its ops."""
-    from mpi4py import MPI
-    return MPI
+@functools.cache
+def _mpi_pairs() -> tuple:
+    """(mpi4py op, Op) of _MPI_OPS; mpi4py.MPI is imported already when a
+    caller holds one of its ops."""
+    return tuple((getattr(mpi(), name), Op[name]) for name in _MPI_OPS)
 
 
 def key_op(op):
@@ -152,9 +154,7 @@ def key_op(op):
     given, for op_of to check where the plan is built."""
     if type(op).__module__ != "mpi4py.MPI":
         return op
-    if not _MPI_PAIRS:
-        _MPI_PAIRS.extend((getattr(_mpi(), name), Op[name]) for name in _MPI_OPS)
-    for theirs, ours in _MPI_PAIRS:
+    for theirs, ours in _mpi_pairs():
         if op == theirs:
             return ours
     return op
