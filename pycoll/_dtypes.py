@@ -115,8 +115,9 @@ def _native(numpy_dtype) -> DType | None:
 
 
 def op_of(op) -> Op:
-    """Parse an op: a pycoll.Op, its lower-case name, or the mpi4py op
-    of the same reduction (``MPI.SUM`` is ``pycoll.SUM``)."""
+    """Parse an op: a pycoll.Op, its lower-case name, or the mpi4py or
+    torch.distributed op of the same reduction (``MPI.SUM`` and
+    ``dist.ReduceOp.SUM`` are ``pycoll.SUM``)."""
     try:
         return _OPS[op]
     except (KeyError, TypeError):
@@ -131,7 +132,12 @@ def op_of(op) -> Op:
                       if op == getattr(mpi(), name, None)), "a user-defined MPI op")
         raise ValueError(f"op is {known}, which pycoll has no kernel for; expected one of "
                          f"{', '.join(o.value for o in Op)} or MPI.{', MPI.'.join(_MPI_OPS)}")
-    raise TypeError(f"op must be a pycoll.Op or its name, got {type(op).__name__}")
+    if (name := _torch_name(op)) is not None:
+        raise ValueError(f"op is ReduceOp.{name}, which pycoll has no kernel for; expected one "
+                         f"of {', '.join(o.value for o in Op)} or "
+                         f"ReduceOp.{', ReduceOp.'.join(_TORCH_OPS)}")
+    raise TypeError(f"op must be a pycoll.Op, its name, an mpi4py op or a "
+                    f"torch.distributed.ReduceOp, got {type(op).__name__}")
 
 
 # The mpi4py ops with a pycoll op that reduces alike, and those without
@@ -148,15 +154,33 @@ def _mpi_pairs() -> tuple:
     return tuple((getattr(mpi(), name), Op[name]) for name in _MPI_OPS)
 
 
+# torch.distributed's ReduceOp members with a pycoll op; PREMUL_SUM (NCCL's
+# sum of scaled inputs) has none.
+_TORCH_OPS = {"SUM": Op.SUM, "AVG": Op.AVG, "PRODUCT": Op.PROD, "MIN": Op.MIN,
+              "MAX": Op.MAX, "BAND": Op.BAND, "BOR": Op.BOR, "BXOR": Op.BXOR}
+
+
+def _torch_name(op) -> str | None:
+    """The member name of a torch.distributed op: ``ReduceOp.SUM`` (a
+    RedOpType) or a ``ReduceOp`` object, which wraps one in ``.op``."""
+    red = getattr(op, "op", op)
+    if type(red).__name__ == "RedOpType" and type(red).__module__.startswith("torch"):
+        return red.name
+    return None
+
+
 def key_op(op):
-    """*op* as a plan key: the pycoll Op of an mpi4py op that has one
-    (``MPI.SUM``, which is unhashable, is ``pycoll.SUM``), anything else as
-    given, for op_of to check where the plan is built."""
-    if type(op).__module__ != "mpi4py.MPI":
-        return op
-    for theirs, ours in _mpi_pairs():
-        if op == theirs:
-            return ours
+    """*op* as a plan key: the pycoll Op of an mpi4py or torch.distributed
+    op that has one (``MPI.SUM``, which is unhashable, and
+    ``dist.ReduceOp.SUM``, which equals 0, are ``pycoll.SUM``), anything
+    else as given, for op_of to check where the plan is built."""
+    module = type(op).__module__
+    if module == "mpi4py.MPI":
+        for theirs, ours in _mpi_pairs():
+            if op == theirs:
+                return ours
+    elif module.startswith("torch"):
+        return _TORCH_OPS.get(_torch_name(op), op)
     return op
 
 

@@ -566,7 +566,8 @@ def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
     Args:
         x: this rank's array (same shape and dtype on every rank).
         op: SUM, PROD, MAX, MIN, AVG, BAND, BOR or BXOR (or its name, or
-            the mpi4py op of that name: MPI.SUM is SUM).
+            the mpi4py or torch.distributed op of that name: MPI.SUM
+            and dist.ReduceOp.SUM are SUM).
         comm: a Communicator, an mpi4py intracommunicator, or None.
         algorithm: "auto", "ring", "recursive_doubling", "rabenseifner", "tree".
         out: where to write the result (shape and dtype of x; may be x).

@@ -295,6 +295,51 @@ def mpi_ops(run, comm):
     run.count += 1
 
 
+def torch_ops(run, comm):
+    """torch.distributed's ops reduce as pycoll's of the same name
+    (dist.ReduceOp.SUM, which equals 0, is pycoll.SUM; so is a
+    dist.ReduceOp object wrapping it), on lanes, the general path, async
+    and a FusionManager; PREMUL_SUM names itself in a ValueError."""
+    import torch
+    import torch.distributed as dist
+    p, r = run.p, run.r
+    x = np.arange(5, dtype=np.float32) * (r + 1) - 2
+    ints = np.arange(5, dtype=np.int32) * (r + 1) - 2
+    pairs = [("SUM", "sum", x), ("AVG", "avg", x), ("PRODUCT", "prod", x), ("MIN", "min", x),
+             ("MAX", "max", x), ("BAND", "band", ints), ("BOR", "bor", ints), ("BXOR", "bxor", ints)]
+    for name, ours, data in pairs:
+        member = getattr(dist.ReduceOp, name)
+        for theirs in (member, dist.ReduceOp(member)):
+            want = comm.allreduce(data, ours)
+            for repeat in range(3):             # the first call makes the lane
+                run.check(f"allreduce ReduceOp.{name}", comm.allreduce(data, theirs), want)
+            run.check(f"allreduce ReduceOp.{name} torch", pycoll.allreduce(
+                torch.from_numpy(data.copy()), op=theirs, comm=comm), want)
+            run.check(f"allreduce ReduceOp.{name} async",
+                      comm.allreduce(data, theirs, async_op=True).wait(), want)
+            run.check(f"reduce_scatter ReduceOp.{name}", comm.reduce_scatter(data, theirs),
+                      comm.reduce_scatter(data, ours))
+            got = comm.reduce(data, theirs, root=p - 1)
+            assert (got is None) == (r != p - 1)
+            if got is not None:
+                run.check(f"reduce ReduceOp.{name}", got, comm.reduce(data, ours, root=p - 1))
+            else:
+                comm.reduce(data, ours, root=p - 1)
+    assert ("allreduce", x.dtype, x.shape, pycoll.SUM, "auto", None) in comm._plans, \
+        "ReduceOp.SUM's call did not keep its plan under pycoll.SUM"
+    fm = pycoll.FusionManager(op=dist.ReduceOp.AVG, comm=comm)
+    arrays = [np.full(3, r + 1.0), np.full(2, r + 2.0)]
+    fm.allreduce(arrays)
+    run.check("FusionManager(op=ReduceOp.AVG)", arrays[1], np.full(2, (p + 3) / 2))
+    for premul in (dist.ReduceOp.PREMUL_SUM, dist._make_nccl_premul_sum(2.0)):
+        exc = expect(ValueError, "op is ReduceOp.PREMUL_SUM, which pycoll has no kernel for; "
+                     "expected one of sum", comm.allreduce, x, premul)
+        assert "or ReduceOp.SUM, ReduceOp.AVG" in str(exc), exc
+    expect(TypeError, "AVG needs a floating or complex dtype, got int32",
+           comm.allreduce, ints, dist.ReduceOp.AVG)
+    run.count += 1
+
+
 def group_reductions(run):
     p = run.p
     pairs = run.some(reduction_pairs())
@@ -3634,6 +3679,7 @@ def group_frameworks(run):
     if run.torch:
         import torch
         makers["torch"] = torch.from_numpy
+        torch_ops(run, comm)
     for kind, make in makers.items():
         backing = [np.arange(np.prod(s), dtype=np.float64).reshape(s) + r for s in shapes]
         reference = [np.arange(np.prod(s), dtype=np.float64).reshape(s) for s in shapes]
