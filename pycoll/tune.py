@@ -23,6 +23,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import math
 import statistics
 import sys
 import time
@@ -123,23 +124,38 @@ def time_segments(world, candidates: list, sizes: list, budget: float, barrier, 
     return times
 
 
+def size_list(text: str) -> list:
+    """Bytes from a comma-separated list of sizes ("8,64K,1M")."""
+    return [parse_size(s) for s in text.split(",")]
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pycoll.tune", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default=",".join(SIZES),
+    parser.add_argument("--sizes", type=size_list, default=",".join(SIZES),
                         help="sizes in bytes (one block for block ops), comma-separated")
     parser.add_argument("--collectives", default=",".join(COLLECTIVES),
                         help="the collectives to time, comma-separated")
-    parser.add_argument("--segments",
+    parser.add_argument("--segments", type=size_list,
                         default=",".join(f"{s >> 20}M" for s in tuning.REDUCE_SEGMENTS),
                         help="candidate reduction segments (one: use it, untimed)")
     parser.add_argument("--out", default=None, metavar="FILE",
                         help="write the calibration here instead (also JSON)")
-    parser.add_argument("--budget", type=float, default=0.02,
+    parser.add_argument("--budget", type=positive_seconds, default=0.02,
                         help="seconds of timing per measurement")
     args = parser.parse_args(argv)
-    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    sizes = args.sizes
     collectives = args.collectives.split(",")
-    candidates = sorted({parse_size(s) for s in args.segments.split(",")})
+    candidates = sorted(set(args.segments))
     if not all(1 <= c <= tuning.WHOLE for c in candidates):
         parser.error(f"--segments: every segment must be between 1 and {tuning.WHOLE} bytes")
     for c in collectives:
@@ -148,6 +164,11 @@ def main(argv=None) -> int:
 
     from mpi4py import MPI
 
+    if MPI.COMM_WORLD.Get_size() == 1:
+        # Nothing travels at p = 1: every collective is a local copy, and
+        # a fit of zero steps and zero bytes would be all zeros.
+        parser.error("one process has nothing to calibrate; run it as "
+                     "mpiexec -n P python -m pycoll.tune, with the P of the jobs it is for (P >= 2)")
     comm = pycoll.Communicator()
     world = MPI.COMM_WORLD.Dup()
     p, rank = comm.size, comm.rank
@@ -155,7 +176,7 @@ def main(argv=None) -> int:
     reduce_max = lambda v: world.allreduce(v, op=MPI.MAX)        # noqa: E731
     say = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
     library = MPI.Get_library_version()
-    say(f"# pycoll.tune: {p} ranks, {' '.join(library.split()[:3])}, sizes {args.sizes}")
+    say(f"# pycoll.tune: {p} ranks, {' '.join(library.split()[:3])}, sizes {','.join(map(str, sizes))} B")
     # gamma: the kernel's time per reduced byte, float32 and relative per dtype.
     gammas = {name: world.bcast(tuning.kernel_gamma(name) if rank == 0 else None)
               for name in ("float32", "float64", "float16", "bfloat16", "int32", "complex64")}

@@ -232,7 +232,7 @@ def test_bench_buffers_by_memory_mode():
     (["allreduce", "-o", "band"], "-o band is not defined for float32"),
     (["allreduce", "-o", "mean"], "unknown op 'mean'"),
     (["allreduce", "-a", "bruck"], "allreduce has no algorithm bruck"),
-    (["broadcast", "-b", "1Q"], "'1Q' is not a size"),
+    (["broadcast", "-b", "1q"], "'1q' is not a size"),        # quoted as given
     (["allgather", "-f", "1"], "step factor must be at least 2"),
     (["allgather", "-b", "1M", "-e", "1K"], "is larger than -e"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),

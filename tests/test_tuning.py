@@ -1,7 +1,8 @@
 """The cost model and its calibration."""
 import json
-
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -253,6 +254,24 @@ def test_one_low_reading_at_8_bytes_does_not_pick_the_tree():
 def test_kernel_gamma_is_a_cost_per_byte():
     g = tuning.kernel_gamma("float32", 1 << 16, repeat=2)
     assert 0 < g < 1e-8
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--sizes", "1K,4x"], "argument --sizes: '4x' is not a size"),
+    (["--sizes", "1K,-4"], "argument --sizes: size -4 is negative"),
+    (["--segments", "1M,"], "argument --segments: '' is not a size"),
+    (["--budget", "-1"], "argument --budget: '-1' is not a number of seconds above 0"),
+    (["--budget", "nan"], "argument --budget: 'nan' is not a number of seconds above 0"),
+    (["--collectives", "scan"], "--collectives: unknown scan"),
+    # one process (a singleton MPI): every collective a local copy, no fit
+    (["--sizes", "1K"], "one process has nothing to calibrate"),
+])
+def test_bad_tune_flags_are_argparse_errors(tmp_path, argv, message):
+    out = tmp_path / "tune.json"
+    proc = subprocess.run([sys.executable, "-m", "pycoll.tune", *argv, "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists(), proc.stderr
 
 
 @pytest.mark.mpi

@@ -37,12 +37,12 @@ UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 def parse_size(text: str) -> int:
     """Bytes from "8", "64K", "64M", "1G" (powers of 1024, as nccl-tests)."""
-    text = text.strip().upper().removesuffix("B")
+    given, text = text, text.strip().upper().removesuffix("B")
     unit = text[-1] if text and text[-1] in UNITS else ""
     try:
         value = int(text[:-1] if unit else text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 8, 64K, 64M or 1G") from None
+        raise argparse.ArgumentTypeError(f"{given!r} is not a size like 8, 64K, 64M or 1G") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"size {value} is negative")
     return value * UNITS[unit]
