@@ -256,12 +256,33 @@ def test_plot_of_a_file_it_cannot_use_is_a_usage_error(tmp_path):
                               timeout=120)
         assert proc.returncode == 2 and message in proc.stderr and name in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr, proc.stderr
+    # an output it cannot write: no such directory, a format matplotlib lacks
+    good = tmp_path / "good.json"
+    proc = launch(1, ["-m", "pycoll.bench", "allreduce", "-e", "16", "--json", good], timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for out, message in [(tmp_path / "no" / "such.png", "No such file or directory"),
+                         (tmp_path / "out.qqq", "Format 'qqq' is not supported")]:
+        proc = subprocess.run([sys.executable, "-m", "pycoll.bench", "plot", str(good), "-o", str(out)],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and f"cannot write {out}" in proc.stderr, proc.stderr
+        assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_too_large_a_size_is_refused_up_front():
     proc = launch(2, ["-m", "pycoll.bench", "allreduce", "-b", "256G", "-e", "256G"], timeout=60)
     assert proc.returncode == 2
     assert "-e 274877906944 needs about" in proc.stderr and "bytes available" in proc.stderr
+
+
+def test_a_json_path_it_cannot_write_is_refused_up_front(tmp_path):
+    """--json is written by rank 0 after the sweep: a path it cannot write
+    is a usage error on every rank before any case runs."""
+    for path, message in [(tmp_path / "no" / "such.json", "no directory"),
+                          (tmp_path, "is a directory")]:
+        proc = launch(2, ["-m", "pycoll.bench", "allreduce", "-e", "16", "--json", path], timeout=120)
+        assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert f"error: --json {path}: {message}" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and "allreduce" not in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize("mode", [[], ["--async"], ["--input", "memoryview"]])

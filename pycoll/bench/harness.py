@@ -17,9 +17,11 @@ import argparse
 import datetime
 import json
 import math
+import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -243,6 +245,19 @@ def cell(measured, native=None) -> str:
             f"{wrong:>{widths[3]}d}{ratio:>{widths[4]}}")
 
 
+def json_problem(path: str) -> str | None:
+    """Why *path* cannot be written, or None."""
+    target = Path(path)
+    if target.is_dir():
+        return "is a directory"
+    if target.exists():
+        return None if os.access(target, os.W_OK) else "is not writable"
+    folder = target.parent
+    if not folder.is_dir():
+        return f"no directory {str(folder)!r}"
+    return None if os.access(folder, os.W_OK | os.X_OK) else f"directory {str(folder)!r} is not writable"
+
+
 def run(args) -> int:
     from mpi4py import MPI
 
@@ -264,6 +279,14 @@ def run(args) -> int:
         if rank == 0:
             print(f"python -m pycoll.bench: error: -e {args.maxbytes} needs about {needed} bytes "
                   f"on {p} ranks, more than the {available} bytes available", file=sys.stderr)
+        return 2
+    # Rank 0 writes --json at the end: a path it cannot write is refused
+    # now, not after the whole sweep.
+    unwritable = native.bcast(json_problem(args.json) if rank == 0 and args.json else None)
+    if unwritable:
+        if rank == 0:
+            print(f"python -m pycoll.bench: error: --json {args.json}: {unwritable}",
+                  file=sys.stderr)
         return 2
 
     # Open MPI's version string ends in a NUL byte.

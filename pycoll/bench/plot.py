@@ -61,7 +61,10 @@ def main(argv) -> int:
     title = args.title or f"pycoll {metas[0]['pycoll']}, {metas[0]['mpi']}, {metas[0]['date'][:10]}"
     fig.suptitle(title)
     fig.tight_layout(rect=(0, 0, 1, 0.97))
-    fig.savefig(args.output, dpi=110)
+    try:
+        fig.savefig(args.output, dpi=110)
+    except (OSError, ValueError) as exc:        # no such directory, unknown format
+        parser.error(f"cannot write {args.output}: {exc}")
     return 0
 
 
