@@ -24,9 +24,12 @@ import dataclasses
 import datetime
 import json
 import math
+import os
+import socket
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -139,6 +142,21 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def output_path(out: str | None, library: str, p: int) -> tuple:
+    """(where the calibration goes, None) with its directory made, or
+    (None, why it cannot be written there)."""
+    try:
+        path = Path(out) if out else tuning.cache_path(library, p)
+        if path.is_dir():
+            return None, f"cannot write the calibration to {path}: it is a directory"
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (OSError, RuntimeError) as exc:      # RuntimeError: Path.home() without a home
+        return None, f"cannot write the calibration to {out or 'the cache'}: {exc}"
+    if not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return None, f"cannot write the calibration to {path}: permission denied"
+    return path, None
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pycoll.tune", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=size_list, default=",".join(SIZES),
@@ -176,6 +194,18 @@ def main(argv=None) -> int:
     reduce_max = lambda v: world.allreduce(v, op=MPI.MAX)        # noqa: E731
     say = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
     library = MPI.Get_library_version()
+    # Rank 0 writes the calibration at the end: a place it cannot write is
+    # refused now, not after minutes of timing.
+    path = problem = None
+    if rank == 0:
+        path, problem = output_path(args.out, library, p)
+    problem = world.bcast(problem)
+    if problem:
+        world.Free()
+        comm.free()
+        if rank == 0:
+            parser.error(problem)
+        return 2
     say(f"# pycoll.tune: {p} ranks, {' '.join(library.split()[:3])}, sizes {','.join(map(str, sizes))} B")
     # gamma: the kernel's time per reduced byte, float32 and relative per dtype.
     gammas = {name: world.bcast(tuning.kernel_gamma(name) if rank == 0 else None)
@@ -240,12 +270,8 @@ def main(argv=None) -> int:
                 model = steps * alpha + wire * beta + red * gamma
                 say(f"{'':>36}{n:>10} B  measured {t * 1e6:10.1f} us  model {model * 1e6:10.1f} us")
     if rank == 0:
-        path = args.out or tuning.cache_path(library, p)
-        from pathlib import Path
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({
-            "machine": __import__("socket").gethostname(), "mpi": " ".join(library.split()[:3]),
+            "machine": socket.gethostname(), "mpi": " ".join(library.split()[:3]),
             "p": p, "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "sizes": sizes, "params": params, "measured": measured,
             "segments": {str(c): cases for c, cases in segment_times.items()}}, indent=1))

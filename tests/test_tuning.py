@@ -256,6 +256,17 @@ def test_kernel_gamma_is_a_cost_per_byte():
     assert 0 < g < 1e-8
 
 
+@pytest.mark.mpi
+def test_a_calibration_path_it_cannot_write_is_refused_up_front(tmp_path):
+    (tmp_path / "file").write_text("")
+    for out, message in [(tmp_path, "it is a directory"), (tmp_path / "file" / "tune.json", "File exists")]:
+        proc = launch(2, ["-m", "pycoll.tune", "--sizes", "4", "--collectives", "broadcast",
+                          "--out", out], timeout=120)
+        assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert f"cannot write the calibration to {out}" in proc.stderr and message in proc.stderr
+        assert "Traceback" not in proc.stderr and "gamma" not in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--sizes", "1K,4x"], "argument --sizes: '4x' is not a size"),
     (["--sizes", "1K,-4"], "argument --sizes: size -4 is negative"),
