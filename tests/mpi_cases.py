@@ -3306,6 +3306,24 @@ def group_fusion_zero(run):
     expect(ValueError, "out[0] and out[1] share memory", fm.allgather, blocks,
            [full[:5], full[4:]])
     run.check("zero shared out untouched", full, np.zeros(8))
+    # A shard lying in another array of out was read after that array was
+    # gathered over it (strategy "each": out[0] first, then shards[1], by
+    # then rank r + 1's block of out[0]). Refused; a shard elsewhere in its
+    # own array is read before that array is written.
+    for strategy in ("each", "pack"):
+        fm = FusionManager(comm=comm, strategy=strategy)
+        a, b = np.zeros(3 * p), np.zeros(2 * p)
+        a[:] = r + 10
+        own = len(np.array_split(a, p)[r])
+        expect(ValueError, "shards[1] shares memory with out[0], which the allgather writes: "
+               "a shard may lie only in its own array", fm.allgather, [a[:own], a[-2:]], [a, b])
+        run.check(f"zero shard in another out untouched {strategy}", np.concatenate([a, b]),
+                  np.concatenate([np.full(3 * p, r + 10.0), np.zeros(2 * p)]))
+        b[:] = r + 20
+        fm.allgather([a[-own:], b[-2:]], [a, b])            # not their own blocks (but rank p-1's)
+        run.check(f"zero shard elsewhere in its own out {strategy}", np.concatenate([a, b]),
+                  np.concatenate([np.full(3, 10.0 + j) for j in range(p)]
+                                 + [np.full(2, 20.0 + j) for j in range(p)]))
     # reduce_scatter only reads its arrays: one twice is two blocks of its reduction
     grad = np.arange(6.0) + r
     shards = fm.reduce_scatter([grad, grad])

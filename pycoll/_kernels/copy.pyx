@@ -385,9 +385,10 @@ cdef bint _is_c_contiguous(Py_buffer *v) noexcept:
     return True
 
 
-def first_overlap(arrays, shares):
+def first_overlap(arrays, shares, allowed=None):
     """Two of *arrays* that share memory, as indices (i, j) with i < j, or
-    None. Arrays of no bytes share nothing.
+    None. Arrays of no bytes share nothing; nor does a pair (i, j), i < j,
+    for which ``allowed(i, j)`` is true.
 
     Each array's extent (its lowest byte to one past its highest) comes
     from its buffer, any layout; sorted by start, only arrays whose extents
@@ -417,8 +418,9 @@ def first_overlap(arrays, shares):
     for lo, hi, i in spans:
         reaching = [(end, j) for end, j in reaching if end > lo]
         for _, j in reaching:
-            if shares(arrays[i], arrays[j]):
-                return (i, j) if i < j else (j, i)
+            pair = (i, j) if i < j else (j, i)
+            if (allowed is None or not allowed(*pair)) and shares(arrays[i], arrays[j]):
+                return pair
         reaching.append((hi, i))
     return None
 

@@ -560,12 +560,16 @@ class FusionManager:
 
     def allgather(self, shards, out) -> list:
         """The inverse: rank r holds block r of each array of *out* (the
-        full arrays, written in place on every rank). Returns out."""
+        full arrays, written in place on every rank). Returns out.
+
+        A shard may be its own array's block (in place) or lie elsewhere in
+        that array, but not in another array of *out* (a ValueError).
+        """
         out, shards = list(out), list(shards)
         if len(out) != len(shards):
             raise ValueError(f"{len(shards)} shards for {len(out)} arrays")
         units, inline = self._zero_units("allgather", out, None, None)
-        parts = self._shard_parts(units, shards)
+        parts = self._shard_parts(units, shards, out)
         if inline and self.comm._progress.in_turn():
             for u, part in zip(units, parts):     # Note [Inline buckets]
                 u.allgather_now(part)
@@ -574,11 +578,12 @@ class FusionManager:
                            "fused allgather")
         return out
 
-    def _shard_parts(self, units: list, shards: list) -> list:
+    def _shard_parts(self, units: list, shards: list, out: list) -> list:
         """The shards of each unit, checked against its members' blocks
-        (shape and dtype); raises before any message. The same shards
-        (objects, shapes, dtypes, strides) as the last allgather with these
-        units give the same lists back."""
+        (shape and dtype) and against the other arrays of *out*; raises
+        before any message. The same shards (objects, shapes, dtypes,
+        strides) as the last allgather with these units give the same lists
+        back."""
         last = self._zero_shards
         if last is not None and last[0] is units and len(last[1]) == len(shards):
             for a, (b, shape, dtype, strides) in zip(shards, last[1]):
@@ -595,6 +600,20 @@ class FusionManager:
                                      f"expected {shape or (hi - lo,)}")
                 if mine[i].dtype != u.dtype:
                     raise TypeError(f"shard {i} has dtype {mine[i].dtype}, expected {u.dtype}")
+        # Each unit writes its arrays of out whole, and a later unit may
+        # still have its shards to read: a shard that lies in another
+        # array of out was read after that array was gathered over it (the
+        # other rank's block where its own values had been). A shard may
+        # share memory with its own array only (its block: in place).
+        n = len(mine)
+        outs = [o if type(o) is np.ndarray else _message.as_array(o, f"out[{i}]")
+                for i, o in enumerate(out)]
+        pair = first_overlap(outs + mine, np.shares_memory,
+                             lambda i, j: j < n or i >= n or j - n == i)
+        if pair is not None:
+            i, j = pair[0], pair[1] - n
+            raise ValueError(f"shards[{j}] shares memory with out[{i}], which the allgather "
+                             f"writes: a shard may lie only in its own array (copy it first)")
         parts = [[mine[i] for i in u.indices] for u in units]
         if all(type(s) is np.ndarray for s in shards):
             self._zero_shards = (units, [(a, a.shape, a.dtype, a.strides) for a in shards], parts)
