@@ -3319,6 +3319,14 @@ def group_fusion_zero(run):
                "a shard may lie only in its own array", fm.allgather, [a[:own], a[-2:]], [a, b])
         run.check(f"zero shard in another out untouched {strategy}", np.concatenate([a, b]),
                   np.concatenate([np.full(3 * p, r + 10.0), np.zeros(2 * p)]))
+        # the shards reduce_scatter just returned (checked by identity,
+        # Note [Shards in another array]) with an array of out in them
+        big = np.full(8 * p, 1.0)
+        fresh = fm.reduce_scatter([big, np.ones(p)])        # blocks of 8 and 1
+        expect(ValueError, "shards[0] shares memory with out[1]", fm.allgather, fresh,
+               [big, fresh[0][:p]])                        # (p <= 8)
+        run.check(f"zero fresh shards untouched {strategy}", np.concatenate(fresh),
+                  np.full(9, float(p)))
         b[:] = r + 20
         fm.allgather([a[-own:], b[-2:]], [a, b])            # not their own blocks (but rank p-1's)
         run.check(f"zero shard elsewhere in its own out {strategy}", np.concatenate([a, b]),
