@@ -2561,6 +2561,30 @@ def group_async(run):
     for k, h in enumerate(hs):
         run.check(f"burst waited from a thread {k}", h.wait(),
                   np.full(10, float(k * p + p * (p - 1) / 2)))
+    # Two threads, each on a communicator of its own, at once: small
+    # messages (lanes) on one, large (segments) on the other.
+    others = [comm.split(0), comm.split(0)]
+    failures = []
+
+    def on_its_own(c, k, n):
+        try:
+            for i in range(40):
+                y = c.allreduce(np.full(n, float(r + k + i), np.float32))
+                assert np.all(y == sum(float(j + k + i) for j in range(p))), (k, i, y[:3])
+                g = c.allgather(np.array([r * 10 + k]))
+                assert g.tolist() == [j * 10 + k for j in range(p)], (k, i, g)
+        except BaseException as exc:
+            failures.append(exc)
+    workers = [threading.Thread(target=on_its_own, args=(c, k, n))
+               for k, (c, n) in enumerate(zip(others, (5, 70000)))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(300)
+    assert not any(w.is_alive() for w in workers) and not failures, failures
+    for c in others:
+        c.free()
+    run.count += 1
     # errors: bad input raises at the call, on the caller's thread
     expect(TypeError, "MAX is not defined for complex64", comm.allreduce,
            np.ones(2, np.complex64), "max", "auto", None, None, True)
