@@ -106,7 +106,7 @@ def main() -> int:
 
     # 1. many small tensors
     small = [np.ones(n, np.float32) for n in small_sizes()]
-    fm = pycoll.FusionManager(comm=comm)
+    fm = pycoll.FusionManager(pycoll.SUM, comm=comm)
     t = rounds({"fused": lambda: fm.allreduce(small),
                 "per array": lambda: [comm.allreduce(a, out=a) for a in small]}, world, args.repeat)
     results["small"] = {"arrays": len(small), "bytes": sum(a.nbytes for a in small),
@@ -128,8 +128,8 @@ def main() -> int:
         flat_small_pages = None             # the same variants on every rank
     # A manager per set of arrays: the ranks agree on how a list of arrays
     # lies once per list of shapes.
-    fm, fm_views = pycoll.FusionManager(comm=comm), pycoll.FusionManager(comm=comm)
-    tuned = pycoll.FusionManager(comm=comm, autotune=True)
+    fm, fm_views = pycoll.FusionManager(pycoll.SUM, comm=comm), pycoll.FusionManager(pycoll.SUM, comm=comm)
+    tuned = pycoll.FusionManager(pycoll.SUM, comm=comm, autotune=True)
     for _ in range(AUTOTUNE_ROUNDS * (len(STRATEGIES) + 1)):
         tuned.allreduce(params)                 # every trial, before the timed rounds
     t = rounds({"fused": lambda: fm.allreduce(params),
@@ -167,7 +167,7 @@ def main() -> int:
 
     # 3. overlap: backward from the last layer to the first
     layer = args.layer_ms / 1e3
-    fm = pycoll.FusionManager(comm=comm, bucket_bytes=25 << 20)
+    fm = pycoll.FusionManager(pycoll.SUM, comm=comm, bucket_bytes=25 << 20)
     fm.register(params)
 
     def backward(ready=None):

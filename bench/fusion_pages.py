@@ -67,7 +67,7 @@ def main() -> int:
     one = np.ones(sum(sizes) + GAP * len(sizes), np.float32)
     starts = np.cumsum([0] + [n + GAP for n in sizes[:-1]])
     views = [one[s:s + n].reshape(shape) for s, n, shape in zip(starts, sizes, shapes)]
-    fm_alone, fm_views = pycoll.FusionManager(comm=comm), pycoll.FusionManager(comm=comm)
+    fm_alone, fm_views = pycoll.FusionManager(pycoll.SUM, comm=comm), pycoll.FusionManager(pycoll.SUM, comm=comm)
     variants = {"flat": lambda: comm.allreduce(flat, out=flat),
                 "fused": lambda: fm_alone.allreduce(alone),
                 "each": lambda: [comm.allreduce(a, out=a) for a in alone],

@@ -43,7 +43,7 @@ def main() -> int:
     for count, size, split in CASES:
         arrays = [np.ones(size, np.float32) for _ in range(count)]
         flat = np.ones(count * size, np.float32)
-        fm = pycoll.FusionManager(comm=comm)
+        fm = pycoll.FusionManager(pycoll.SUM, comm=comm)
         variants = {"fused": lambda: fm.allreduce(arrays, split_indices=split),
                     "per_array": lambda: [comm.allreduce(a, out=a) for a in arrays],
                     "flat": lambda: comm.allreduce(flat, out=flat)}

@@ -55,7 +55,7 @@ def main() -> int:
         total = sum(a.size for a in arrays)
         calls = max(1, min(args.calls, int(args.calls * 65536 / max(total, 1))))
         flat = np.ones(total, np.float32)
-        fm = pycoll.FusionManager(comm=comm)
+        fm = pycoll.FusionManager(pycoll.SUM, comm=comm)
         shards = fm.reduce_scatter(arrays)
         flat_shard = comm.reduce_scatter(flat)
         rows = [[len(b) for b in np.array_split(a, p)] for a in arrays]

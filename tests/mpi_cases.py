@@ -739,7 +739,7 @@ def group_errors(run):
          "sum", "auto", np.float32(0)),
         (ValueError, "x is read-only (numpy scalars are immutable", comm.broadcast, np.float64(r)),
         (ValueError, "arrays[1] is read-only (numpy scalars are immutable",
-         pycoll.FusionManager(comm=comm).allreduce, [np.ones(2), np.float64(1)]),
+         pycoll.FusionManager(Op.SUM, comm=comm).allreduce, [np.ones(2), np.float64(1)]),
         (TypeError, "exclusive must be a bool", comm.scan, f, "sum", "yes"),
     ]
     ro = np.zeros(4, np.float32)
@@ -2774,7 +2774,7 @@ def group_fusion(run):
     flat = np.concatenate([a.ravel() for a in arrays])
     for algo in ALGORITHMS["allreduce"]:
         for strategy in ("pack", "pieces"):
-            fm = FusionManager(comm=comm, algorithm=algo, bucket_bytes=1 << 20, strategy=strategy)
+            fm = FusionManager(Op.SUM, comm=comm, algorithm=algo, bucket_bytes=1 << 20, strategy=strategy)
             (_, way, used), = fm.plan(arrays)
             unpacked = getattr(REGISTRY["allreduce"][algo], "PIECES", False)
             assert used == algo and way == ("pieces" if strategy == "pieces" and unpacked else "pack")
@@ -2795,7 +2795,7 @@ def group_fusion(run):
         fusion_model_cases(run, mine)
     # accumulate carries through
     halves = [np.full(5, 1.0 if r == 0 else 2.0 ** -9, BF16) for _ in range(3)]
-    FusionManager(comm=comm, accumulate="float32").allreduce(halves)
+    FusionManager(Op.SUM, comm=comm, accumulate="float32").allreduce(halves)
     for h in halves:
         run.check("fusion accumulate", h, np.full(5, F32(1.0) + F32(2.0 ** -9) * (p - 1), F32).astype(BF16))
     # data-parallel: ready in reverse (as backward does); buckets leave in a
@@ -2823,7 +2823,7 @@ def group_fusion(run):
             enumerate([(7,), (3, 4), (1,), (2 * p + 1, 2)])]
     totals = [reduce_ranks(Op.SUM, [rank_data("float64", a.shape, i, seed_of("zero", k), Op.SUM)
                                     for i in range(p)]) for k, a in enumerate(full)]
-    fm = FusionManager(comm=comm, bucket_bytes=100)
+    fm = FusionManager(Op.SUM, comm=comm, bucket_bytes=100)
     shards = fm.reduce_scatter(full)
     for k, (s, t) in enumerate(zip(shards, totals)):
         run.check(f"fused reduce_scatter {k}", s, np.array_split(t, p)[r])
@@ -2833,7 +2833,7 @@ def group_fusion(run):
         run.check(f"fused allgather {k}", o, t)
     fusion_layout_cases(run)
     # bad input, before any message
-    fm = FusionManager(comm=comm)
+    fm = FusionManager(Op.SUM, comm=comm)
     expect(TypeError, "fusion id 1 holds arrays of dtypes", fm.allreduce,
            [np.ones(2, np.float32), np.ones(2)], [1, 1])
     expect(ValueError, "fusion has 1 ids for 2 arrays", fm.allreduce, [np.ones(2), np.ones(2)], [1])
@@ -2851,7 +2851,16 @@ def group_fusion(run):
            FusionManager, comm=comm, bucket_bytes=1.5)
     expect(TypeError, "bucket_bytes must be a number of bytes, got '64'",
            FusionManager, comm=comm, bucket_bytes="64")
-    assert FusionManager(comm=comm, bucket_bytes=25e6).bucket_bytes == 25_000_000
+    assert FusionManager(Op.SUM, comm=comm, bucket_bytes=25e6).bucket_bytes == 25_000_000
+    # The default op is AVG (DESIGN.md; gradients_mean, DDP, Horovod):
+    # gradients averaged, and integers refused as allreduce refuses them.
+    mean = FusionManager(comm=comm)
+    grads = [np.full(3, float(r)), np.full((2, 2), 2.0 * r, np.float32)]
+    mean.allreduce(grads)
+    run.check("default op averages", grads[0], np.full(3, (p - 1) / 2))
+    run.check("default op averages float32", grads[1], np.full((2, 2), p - 1.0, np.float32))
+    expect(TypeError, "AVG needs a floating or complex dtype, got int32", mean.allreduce,
+           [np.ones(2, np.int32)])
     ro = np.ones(3)
     ro.setflags(write=False)
     expect(ValueError, "read-only", fm.allreduce, [ro])
@@ -2893,7 +2902,7 @@ def fusion_model_cases(run, comm):
     rng = np.random.default_rng([r, 11])
     mixed = [sample("float32", (1 << 19 if k in (3, 9) else 3 + k,), rng) for k in range(12)]
     for strategy in (None, "split"):
-        fm = FusionManager(comm=comm, strategy=strategy)
+        fm = FusionManager(Op.SUM, comm=comm, strategy=strategy)
         entries = fm.plan(mixed)
         assert [(b, w) for b, w, _ in entries] == [
             ([k for k in range(12) if k not in (3, 9)], "pack"), ([3], "each"), ([9], "each")], entries
@@ -2909,7 +2918,7 @@ def fusion_model_cases(run, comm):
             run.same_everywhere(f"fusion split {strategy} alone {k}", copies[k])
     # the model's choice: many small arrays are packed, a few large ones go unpacked
     # or one by one, and whatever it picks is exact
-    fm = FusionManager(comm=comm)
+    fm = FusionManager(Op.SUM, comm=comm)
     small = [np.full(3, r, np.float32) for _ in range(50)]
     assert [way for _, way, _ in fm.plan(small)] == ["pack"], fm.plan(small)
     # and 8 x 64 KiB, its copies in the caches (Note [Copies in the caches])
@@ -2954,7 +2963,7 @@ def fusion_layout_cases(run):
                                       for i in range(p)]) for k, s in enumerate(shapes)]
     kinds = ("views", "separate", "strided")
     for strategy in (None, "pieces"):
-        fm = FusionManager(comm=comm, bucket_bytes=1 << 20, strategy=strategy)
+        fm = FusionManager(Op.SUM, comm=comm, bucket_bytes=1 << 20, strategy=strategy)
         for step in range(4):
             # the layout of each rank changes from call to call, without new shapes
             arrays = arrays_as(kinds[(r + step) % len(kinds)] if step < 3 else "views", step)
@@ -2966,7 +2975,7 @@ def fusion_layout_cases(run):
                 run.check(f"fusion layout {strategy} step {step} array {k}", a, e)
     # autotune: the model's plan and each strategy, AUTOTUNE_ROUNDS calls each
     from pycoll.fusion.manager import AUTOTUNE_ROUNDS
-    fm = FusionManager(comm=comm, bucket_bytes=1 << 20, autotune=True)
+    fm = FusionManager(Op.SUM, comm=comm, bucket_bytes=1 << 20, autotune=True)
     ints = [np.zeros(s, np.int64) for s in shapes]
     for step in range(AUTOTUNE_ROUNDS * 4 + 2):
         for k, a in enumerate(ints):
@@ -3058,8 +3067,8 @@ def group_fusion_inline(run):
                 _, arrays = flat_buffer(shapes, np.int64)
             else:
                 arrays = [np.zeros(s, np.int64) for s in shapes]
-            fm = (FusionManager(comm=comm, bucket_bytes=16) if strategy == "cap" else
-                  FusionManager(comm=comm, strategy=strategy))
+            fm = (FusionManager(Op.SUM, comm=comm, bucket_bytes=16) if strategy == "cap" else
+                  FusionManager(Op.SUM, comm=comm, strategy=strategy))
             launches = counted(fm)
             for step in range(5):
                 for a, v in zip(arrays, values("int64", step)):
@@ -3077,7 +3086,7 @@ def group_fusion_inline(run):
     from pycoll.fusion.manager import INLINE_PACK_BYTES
     n = INLINE_PACK_BYTES // 8 // 2 + 1
     large = [np.zeros(n) for _ in range(4)]
-    fm = FusionManager(comm=comm, strategy="pack")
+    fm = FusionManager(Op.SUM, comm=comm, strategy="pack")
     launches = counted(fm)
     for step in range(3):
         for k, a in enumerate(large):
@@ -3087,7 +3096,7 @@ def group_fusion_inline(run):
             run.check(f"not inline step {step} array {k}", a, np.full(n, p * (p - 1) / 2 + p * (k + step)))
     assert len(launches) == 3 * 2, launches
 
-    fm = FusionManager(comm=comm)
+    fm = FusionManager(Op.SUM, comm=comm)
     launches = counted(fm)
     arrays = [np.zeros(s, np.float32) for s in shapes]
 
@@ -3218,7 +3227,7 @@ def group_fusion_zero(run):
     # A large member among small ones: the model sends it on its own, in
     # place, and packs the others (FusionManager.zero_ways).
     mixed = [(7,), (3, 4), (1,), (1 << 16,), (5, 1, 2), (0,)]
-    fm = FusionManager(comm=comm)
+    fm = FusionManager(Op.SUM, comm=comm)
     assert fm.zero_ways("reduce_scatter", [np.zeros(m) for m in mixed]) == (3,)
     assert fm.zero_ways("allgather", [np.zeros(m) for m in mixed]) == (3,)
     for step in range(3):
@@ -3229,7 +3238,7 @@ def group_fusion_zero(run):
     for k, (sh, t) in enumerate(zip(shards, totals("float64", Op.SUM, 0, mixed))):
         run.check(f"zero from an iterator {k}", sh, np.array_split(t, p)[r])
     # a shape set in place on the same arrays: the buckets are made again
-    fm = FusionManager(comm=comm)
+    fm = FusionManager(Op.SUM, comm=comm)
     arrays = inputs("float64", Op.SUM, 0)
     round_trip(fm, arrays, "float64", Op.SUM, ("plain", 0, "reshape", "before"))
     arrays[1].shape = (4, 3)
@@ -3241,7 +3250,7 @@ def group_fusion_zero(run):
     params = [np.zeros(s) for s in shapes]
     blocks = [a[sum(len(b) for b in np.array_split(a, p)[:r]):][:len(np.array_split(a, p)[r])]
               for a in params]
-    fm = FusionManager(comm=comm, bucket_bytes=100)
+    fm = FusionManager(Op.SUM, comm=comm, bucket_bytes=100)
     for step in range(3):
         for k, b in enumerate(blocks):
             b[...] = np.array_split(totals("float64", Op.SUM, step)[k], p)[r]
@@ -3264,7 +3273,7 @@ def group_fusion_zero(run):
     # it is queued while it packs.
     n = INLINE_PACK_BYTES // 8 + 1
     large = [np.full(n, float(r + k)) for k in range(3)]
-    fm = FusionManager(comm=comm, bucket_bytes=n * 8)
+    fm = FusionManager(Op.SUM, comm=comm, bucket_bytes=n * 8)
     for step in range(2):
         shards = fm.reduce_scatter(large)
         for k, s in enumerate(shards):
@@ -3279,7 +3288,7 @@ def group_fusion_zero(run):
     if comm.transport is not None:
         import pycoll._plan
         small = [np.full(3, float(r)), np.full((2, 2), float(r))]
-        fm = FusionManager(comm=comm)
+        fm = FusionManager(Op.SUM, comm=comm)
         general = pycoll._plan.Plan.run
 
         def refuse(*args, **kwargs):
@@ -3296,7 +3305,7 @@ def group_fusion_zero(run):
             for k, a in enumerate(small):
                 run.check(f"zero lanes step {step} {k}", a, np.full(a.shape, p * (p - 1) / 2 * p ** step))
     # behind a queued async call: in its turn
-    fm = FusionManager(comm=comm)
+    fm = FusionManager(Op.SUM, comm=comm)
     arrays = inputs("float64", Op.SUM, 0)
     h = comm.allreduce(np.full(3, float(r)), async_op=True)
     shards = fm.reduce_scatter(arrays)
@@ -3309,7 +3318,7 @@ def group_fusion_zero(run):
     assert h.done(), "the fused allgather overtook a queued async call"
     run.check("zero after async allgather", out[3], totals("float64", Op.SUM, 0)[3])
     # bad input: raised before any message, on every rank
-    fm = FusionManager(comm=comm)
+    fm = FusionManager(Op.SUM, comm=comm)
     expect(ValueError, "arrays[1] in reduce_scatter needs an array with at least one dimension",
            fm.reduce_scatter, [np.ones(2), np.float64(1.0)])
     expect(ValueError, "out[0] in allgather needs an array with at least one dimension",
@@ -3335,7 +3344,7 @@ def group_fusion_zero(run):
     # then rank r + 1's block of out[0]). Refused; a shard elsewhere in its
     # own array is read before that array is written.
     for strategy in ("each", "pack"):
-        fm = FusionManager(comm=comm, strategy=strategy)
+        fm = FusionManager(Op.SUM, comm=comm, strategy=strategy)
         a, b = np.zeros(3 * p), np.zeros(2 * p)
         a[:] = r + 10
         own = len(np.array_split(a, p)[r])
@@ -3376,7 +3385,7 @@ def group_overlap(run):
     comm, p = run.comm, run.p
     from pycoll import FusionManager
     grads = [np.ones(1 << 18, np.float32) for _ in range(8)]         # 8 x 1 MiB
-    fm = FusionManager(comm=comm, bucket_bytes=2 << 20)
+    fm = FusionManager(Op.SUM, comm=comm, bucket_bytes=2 << 20)
     fm.register(grads)
     start = time.perf_counter()
     h = fm.allreduce_async(grads)
@@ -3550,7 +3559,7 @@ def mixed_queue(run, rng, seed):
         name = f"mixed queue call {j}: {what} of {n} async={async_op}"
         if what == "fused":
             mine = [xs[r][:n // 3].copy(), xs[r][n // 3:].copy()]
-            fm = FusionManager(comm=comm, bucket_bytes=1 << 16)
+            fm = FusionManager(Op.SUM, comm=comm, bucket_bytes=1 << 16)
             h = fm.allreduce_async(mine) if async_op else fm.allreduce(mine)
             pending.append((name, h if async_op else None, mine, [total[:n // 3], total[n // 3:]]))
             continue

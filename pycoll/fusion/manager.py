@@ -117,7 +117,9 @@ class FusionManager:
     """Fused collectives over lists of arrays (see the module docstring).
 
     Args:
-        op: the reduction (SUM, AVG for gradients_mean, ...).
+        op: the reduction: AVG by default (gradients averaged, as the
+            seeds' gradients_mean, DDP and Horovod do), SUM, or any op
+            allreduce takes. AVG needs floating or complex arrays.
         comm: a Communicator, an mpi4py communicator, or None.
         bucket_bytes: the byte cap of a bucket when no fusion ids or split
             indices are given.
@@ -136,7 +138,7 @@ class FusionManager:
             *strategy* is given.
     """
 
-    def __init__(self, op=Op.SUM, comm=None, bucket_bytes: int = 64 << 20, algorithm="auto",
+    def __init__(self, op=Op.AVG, comm=None, bucket_bytes: int = 64 << 20, algorithm="auto",
                  accumulate=None, strategy=None, autotune: bool = False):
         self.comm = api._comm_of(comm)
         self.op = op_of(op)
