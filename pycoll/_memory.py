@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import mmap
 import math
+import operator
+import sys
 
 import numpy as np
 
@@ -64,8 +66,8 @@ def empty(shape, dtype=float) -> np.ndarray:
         pycoll.allreduce(x, out=out)              # every step
     """
     dtype, shape, nbytes = _layout(shape, dtype)
-    if nbytes < HUGE_FROM or dtype.hasobject or _ADVICE is None or _PRIVATE is None \
-            or _ANONYMOUS is None:
+    if nbytes is None or nbytes < HUGE_FROM or dtype.hasobject or _ADVICE is None \
+            or _PRIVATE is None or _ANONYMOUS is None:
         return np.empty(shape, dtype)       # (object references cannot live in a mapping)
     # Room for the array from the first 2 MiB boundary of the mapping on.
     return _mapped(shape, dtype, nbytes, -(-nbytes // HUGE_PAGE) * HUGE_PAGE + HUGE_PAGE,
@@ -78,15 +80,28 @@ def empty_small_pages(shape, dtype=float) -> np.ndarray:
     small``: every buffer on the same pages, whatever the process
     allocated before); ``numpy.empty`` where the advice is not at hand."""
     dtype, shape, nbytes = _layout(shape, dtype)
-    if dtype.hasobject or _NO_ADVICE is None or _PRIVATE is None or _ANONYMOUS is None:
+    if nbytes is None or dtype.hasobject or _NO_ADVICE is None or _PRIVATE is None \
+            or _ANONYMOUS is None:
         return np.empty(shape, dtype)
     return _mapped(shape, dtype, nbytes, max(nbytes, 1), mmap.PAGESIZE, _NO_ADVICE)
 
 
 def _layout(shape, dtype) -> tuple:
+    """(dtype, shape as a tuple of ints, bytes); bytes None where numpy.empty
+    should decide: a shape that is not one (its TypeError), negative
+    dimensions or more bytes than an array can hold (its ValueError)."""
     dtype = np.dtype(dtype)
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    return dtype, shape, math.prod(shape) * dtype.itemsize
+    try:
+        shape = (operator.index(shape),)
+    except TypeError:
+        try:
+            shape = tuple(map(operator.index, shape))
+        except TypeError:
+            return dtype, shape, None
+    nbytes = math.prod(shape) * dtype.itemsize
+    if min(shape, default=0) < 0 or nbytes > sys.maxsize:
+        return dtype, shape, None
+    return dtype, shape, nbytes
 
 
 def _mapped(shape, dtype, nbytes: int, length: int, align: int, advice: int) -> np.ndarray:

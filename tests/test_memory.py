@@ -46,11 +46,27 @@ def test_small_arrays_are_numpy_arrays_of_their_own():
     assert a.base is None and a.nbytes < HUGE_FROM
 
 
-def test_bad_shapes_raise_as_numpy_does():
-    with pytest.raises(ValueError):
-        pycoll.empty((-1, HUGE_FROM))
-    with pytest.raises(TypeError):
-        pycoll.empty(HUGE_FROM, "no such dtype")
+@pytest.mark.parametrize("shape, dtype", [
+    ((-1, HUGE_FROM), np.float64), (HUGE_FROM, "no such dtype"), (3.5, np.float64),
+    ("abc", np.float64), ((HUGE_FROM, "x"), np.float64), ((1 << 62,), np.float64),
+    ((1 << 40, 1 << 40), np.float32),
+])
+def test_bad_shapes_raise_as_numpy_does(shape, dtype):
+    # the same exception and message: a float shape once said "'float'
+    # object is not iterable", 2**62 elements raised an OverflowError
+    with pytest.raises(Exception) as theirs:
+        np.empty(shape, dtype)
+    for make in (pycoll.empty, pycoll._memory.empty_small_pages):
+        with pytest.raises(type(theirs.value)) as ours:
+            make(shape, dtype)
+        assert str(ours.value) == str(theirs.value)
+
+
+def test_shapes_are_any_integers():
+    a = pycoll.empty([np.int32(HUGE_FROM // 64), np.int64(16)], np.float32)
+    assert a.shape == (HUGE_FROM // 64, 16)
+    assert pycoll.empty(np.array([3, 4]), np.int8).shape == (3, 4)
+    assert pycoll.empty(np.int64(HUGE_FROM), np.uint8).shape == (HUGE_FROM,)
 
 
 @pytest.mark.skipif(not hasattr(mmap, "MADV_HUGEPAGE"), reason="no MADV_HUGEPAGE here")
