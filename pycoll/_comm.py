@@ -96,6 +96,14 @@ def _switch(environ, name: str) -> bool:
     return value in ("1", "true", "yes", "on")
 
 
+def flag(value, name: str) -> bool:
+    """An on/off argument: a bool (numpy's too). Anything else is a
+    TypeError, as scan's exclusive is: bool("no") would be on."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+
+
 class CommBase:
     """A private duplicate of an MPI intracommunicator.
 

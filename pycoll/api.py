@@ -43,7 +43,7 @@ import numpy as np
 
 from pycoll import _header, _lane_move, _lane_reduce, _lanes, _message, tuning
 from pycoll._async import as_seconds
-from pycoll._comm import CommBase, Settings
+from pycoll._comm import CommBase, Settings, flag
 from pycoll._dtypes import BY_NAME, DType, Op, dtype_of, key_op, op_of
 from pycoll._kernels.reduce import scale
 from pycoll._mpi import mpi
@@ -92,6 +92,8 @@ class Communicator(CommBase):
     """
 
     def __init__(self, comm=None, autotune=None):
+        if autotune is not None:
+            autotune = flag(autotune, "autotune")
         super().__init__(comm)
         self._use_settings(_agree_settings(self, autotune))
 
@@ -306,7 +308,7 @@ def set_checks(enabled: bool = True) -> None:
     algorithm) and a mismatch raises MismatchError on every rank. Off by
     default (PYCOLL_CHECKS=1 turns it on at Communicator creation); costs
     nothing when off."""
-    _Switches.checks = bool(enabled)
+    _Switches.checks = flag(enabled, "enabled")
 
 
 def _checks_on(c) -> bool:
@@ -319,6 +321,15 @@ def _timeout(c, timeout):
     return c.settings.timeout if timeout is None else as_seconds(timeout)
 
 
+def _async_flag(value) -> bool:
+    """An async_op other than True or False: None, 0 and 1 by their truth,
+    as the methods' lane checks read them; anything else a TypeError
+    ("no" would be true: a Handle)."""
+    if value is None or (type(value) is int and value in (0, 1)):
+        return bool(value)
+    return flag(value, "async_op")
+
+
 def _call(c, name: str, async_op: bool, timeout, prepare, lane=None):
     """Run one collective: prepare() checks its arguments (on this thread,
     before any message, unless checks mode must first tell the other ranks)
@@ -326,6 +337,8 @@ def _call(c, name: str, async_op: bool, timeout, prepare, lane=None):
     order (Note [Issue order] in _async.py). An async call's *lane* (a
     function of no arguments: the call on its lane, or NOT_TAKEN with
     nothing sent) is tried first when its turn comes (Note [Async lanes])."""
+    if async_op is not True and async_op is not False:
+        async_op = _async_flag(async_op)
     if not _checks_on(c):
         seconds = _timeout(c, timeout)
         record, run = prepare()

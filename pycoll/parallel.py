@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from pycoll import _message, api
+from pycoll._comm import flag
 from pycoll._dtypes import Op
 from pycoll._kernels.copy import block, first_overlap
 from pycoll.fusion.manager import FusionManager
@@ -58,7 +59,7 @@ class DataParallel:
     def __init__(self, params=None, comm=None, mean: bool = True, bucket_bytes: int = 25 << 20,
                  accumulate=None, root: int = 0):
         self.comm = api._comm_of(comm)
-        self.fusion = FusionManager(Op.AVG if mean else Op.SUM, self.comm, bucket_bytes,
+        self.fusion = FusionManager(Op.AVG if flag(mean, "mean") else Op.SUM, self.comm, bucket_bytes,
                                     accumulate=accumulate)
         if params is not None:
             for p in params:
@@ -100,11 +101,11 @@ class ShardedOptimizer:
         self.comm = api._comm_of(comm)
         self.params = list(params)
         views = _checked_params(self.params)
+        self.fusion = FusionManager(Op.AVG if flag(mean, "mean") else Op.SUM, self.comm, bucket_bytes)
         for p in self.params:
             api.broadcast(p, root, self.comm)
         self.update = update
         self.state: dict = {}
-        self.fusion = FusionManager(Op.AVG if mean else Op.SUM, self.comm, bucket_bytes)
         p, r = self.comm.size, self.comm.rank
         # numpy views, whatever the parameters are (torch tensors): update's
         # "p -= lr * g" with a tensor's block and a numpy gradient rebound

@@ -753,6 +753,15 @@ def group_errors(run):
         (TypeError, "timeout must be a number of seconds, got str", comm.barrier, False, "soon"),
         (ValueError, "unknown scatter algorithm 'ring'", comm.scatter, f, 0, "ring"),
         (ValueError, f"x has 4 rows on rank {r}, sizes[{r}] is 0", comm.allgather, f, "auto", [0] * p),
+        # on/off arguments are bools: "no" was true (a Handle, autotune on)
+        (TypeError, "async_op must be a bool, got str", comm.allreduce, f, "sum", "auto", None,
+         None, "no"),
+        (TypeError, "async_op must be a bool, got str", pycoll.broadcast, f, 0, comm, "auto", "no"),
+        (TypeError, "async_op must be a bool, got float", comm.barrier, 0.5),
+        (TypeError, "autotune must be a bool, got str", pycoll.Communicator, comm, "no"),
+        (TypeError, "enabled must be a bool, got str", pycoll.set_checks, "no"),
+        (TypeError, "autotune must be a bool, got str", lambda: pycoll.FusionManager(
+            comm=comm, autotune="no")),
     ]
     for exc_type, match, fn, *args in cases:
         if fn == comm.reduce and args[-1] is None and r != 0:
@@ -790,6 +799,11 @@ def group_errors(run):
                 assert np.array_equal(x, snapshot), f"{name} root={bad!r} wrote into x"
                 run.count += 1
 
+    # async_op None, 0 and 1 by their truth, on the general path and the lanes
+    for repeat in range(3):
+        for value, waits in ((None, False), (0, False), (1, True), (np.False_, False)):
+            y = comm.allreduce(np.full(3, 1.0), async_op=value)
+            run.check(f"async_op={value!r}", y.wait() if waits else y, np.full(3, float(p)))
     mpi_ops(run, comm)
     run.check("numpy scalar x", comm.allreduce(np.float32(r)), np.array(sum(range(p)), np.float32))
     run.check("numpy scalar x, 0-d out", comm.allreduce(np.int16(1), out=np.zeros((), np.int16)),
@@ -3750,6 +3764,11 @@ def group_frameworks(run):
     own = sum(b.nbytes for b in opt.state["momentum"])
     assert own == sum(np.array_split(np.zeros(s), p)[r].nbytes for s in shapes), own
     expect(ValueError, "params[0] is 0-d", ShardedOptimizer, [np.float64(1.0)], sgd(0.1), comm)
+    mine = np.full(2, float(r))
+    expect(TypeError, "mean must be a bool, got str", ShardedOptimizer, [mine], sgd(0.1),
+           comm, "no")
+    run.check("refused before the parameters' broadcast", mine, np.full(2, float(r)))
+    expect(TypeError, "mean must be a bool, got str", DataParallel, None, comm, "no")
     # refused in the constructor on every rank, before any message: a step
     # would fail at the allgather, after updating the blocks
     tied, flat = np.full(4, 7.0), np.full(10, 7.0)

@@ -98,6 +98,7 @@ import numpy as np
 
 from pycoll import _message, api, tuning
 from pycoll._async import Handle, as_seconds
+from pycoll._comm import flag
 from pycoll._dtypes import Op, check_op, dtype_of, op_of
 from pycoll._kernels.copy import PackPlan, block, first_overlap
 from pycoll._memory import empty
@@ -151,7 +152,7 @@ class FusionManager:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)} or None, "
                              f"got {strategy!r}")
         self.strategy = strategy
-        self.autotune = bool(autotune) and strategy is None
+        self.autotune = flag(autotune, "autotune") and strategy is None
         self._layouts = collections.OrderedDict()  # signature -> agreed layouts (_agree)
         self._trials = collections.OrderedDict()   # signature -> Trials, under autotune
         self._buffers: dict = {}        # (kind, dtype, nbytes, slot) -> persistent uint8 buffer
