@@ -362,12 +362,24 @@ def _check_root(root, size: int) -> int:
     return root
 
 
+def accumulate_of(accumulate) -> str | None:
+    """None or "float32", also spelt numpy's way (np.float32, "f4",
+    np.dtype("float32")); anything else a ValueError."""
+    if accumulate is None:
+        return None
+    try:
+        if accumulate == "float32" or np.dtype(accumulate) == np.float32:
+            return "float32"
+    except TypeError:
+        pass
+    raise ValueError(f"accumulate must be None or 'float32', got {accumulate!r}")
+
+
 def _work_dtype(dtype: DType, accumulate) -> DType:
     """The dtype a reduction runs in: float32 under accumulate="float32"."""
     if accumulate is None:
         return dtype
-    if accumulate != "float32":
-        raise ValueError(f"accumulate must be None or 'float32', got {accumulate!r}")
+    accumulate_of(accumulate)
     if dtype.name not in ("float16", "bfloat16", "float32"):
         raise TypeError(f"accumulate='float32' applies to float16, bfloat16 and float32, "
                         f"not {dtype.name}")

@@ -54,7 +54,7 @@ from pycoll._plan import (CollArgs, Plan, _alltoall_args, _array, _broadcast_pla
                           _cached_lane, _check_algorithm, _check_exclusive, _check_root,
                           _check_sizes, _done, _finish, _gather_args, _in_place, _plan,
                           _reduce_scatter_args, _reduction_args, _result, _rows, _scan_args,
-                          _scatter_args, _send_bytes, _work_dtype)
+                          _scatter_args, _send_bytes, _work_dtype, accumulate_of)
 from pycoll._resources import NOT_TAKEN
 from pycoll._trials import AlgorithmTuner
 from pycoll.algorithms import REGISTRY, Task
@@ -569,7 +569,7 @@ def _disagree(c, record: dict, text: str, deadline, mine) -> None:
 def _reduction_record(name, x, op, algorithm, accumulate, **more) -> dict:
     op = op.value if isinstance(op, Op) else op
     return {"collective": name, "op": op, "dtype": x.dtype, "shape": x.shape,
-            "algorithm": algorithm, "accumulate": accumulate, **more}
+            "algorithm": algorithm, "accumulate": accumulate_of(accumulate), **more}
 
 
 def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None, async_op=False,

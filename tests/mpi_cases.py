@@ -799,6 +799,22 @@ def group_errors(run):
                 assert np.array_equal(x, snapshot), f"{name} root={bad!r} wrote into x"
                 run.count += 1
 
+    # accumulate spelt numpy's way is "float32": the same bits, checks mode
+    # agreeing with a rank that writes "float32", a FusionManager's too
+    half = (np.arange(6) / 7 + r).astype(BF16)
+    want = comm.allreduce(half, accumulate="float32")
+    for spelling in (np.float32, np.dtype(np.float32), "f4"):
+        for repeat in range(2):                 # the lane from the second call
+            run.check(f"accumulate={spelling!r}", comm.allreduce(half, accumulate=spelling), want)
+    pycoll.set_checks(True)
+    try:
+        run.check("checks mode: accumulate np.float32 and 'float32'",
+                  comm.allreduce(half, accumulate=np.float32 if r % 2 else "float32"), want)
+    finally:
+        pycoll.set_checks(False)
+    assert pycoll.FusionManager(comm=comm, accumulate=np.float32).accumulate == "float32"
+    expect(ValueError, "accumulate must be None or 'float32', got <class 'numpy.float64'>",
+           comm.allreduce, half, accumulate=np.float64)
     # async_op None, 0 and 1 by their truth, on the general path and the lanes
     for repeat in range(3):
         for value, waits in ((None, False), (0, False), (1, True), (np.False_, False)):

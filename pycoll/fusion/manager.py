@@ -99,6 +99,7 @@ import numpy as np
 from pycoll import _message, api, tuning
 from pycoll._async import Handle, as_seconds
 from pycoll._comm import flag
+from pycoll._plan import accumulate_of
 from pycoll._dtypes import Op, check_op, dtype_of, op_of
 from pycoll._kernels.copy import PackPlan, block, first_overlap
 from pycoll._memory import empty
@@ -145,9 +146,7 @@ class FusionManager:
         self.op = op_of(op)
         self.bucket_bytes = byte_cap(bucket_bytes)
         self.algorithm = api._check_algorithm("allreduce", algorithm)
-        if accumulate is not None and accumulate != "float32":
-            raise ValueError(f"accumulate must be None or 'float32', got {accumulate!r}")
-        self.accumulate = accumulate
+        self.accumulate = accumulate_of(accumulate)
         if strategy is not None and strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)} or None, "
                              f"got {strategy!r}")
