@@ -92,11 +92,21 @@ def as_array(x, name: str = "x") -> np.ndarray:
     elif hasattr(x, "__array_interface__"):
         array = np.asarray(x)
     else:
+        if type(x).__name__ in _MPI_SENTINELS and type(x).__module__ == "mpi4py.MPI":
+            # buffers of no bytes at address 0 (IN_PLACE) or anywhere (BOTTOM)
+            raise TypeError(f"{name} is {_MPI_SENTINELS[type(x).__name__]}")
         try:
             array = np.asarray(memoryview(x))
         except TypeError:
             raise TypeError(f"{name} must be {_ACCEPTED}; got {type(x).__name__}") from None
     return array
+
+
+_MPI_SENTINELS = {
+    "InPlaceType": "MPI.IN_PLACE; pycoll works in place through out=: "
+                   "pycoll.allreduce(buf, out=buf)",
+    "BottomType": "MPI.BOTTOM; pycoll takes arrays, not MPI datatypes of absolute addresses",
+}
 
 
 def _from_dlpack(x, name: str) -> np.ndarray:

@@ -753,6 +753,12 @@ def group_errors(run):
         (TypeError, "timeout must be a number of seconds, got str", comm.barrier, False, "soon"),
         (ValueError, "unknown scatter algorithm 'ring'", comm.scatter, f, 0, "ring"),
         (ValueError, f"x has 4 rows on rank {r}, sizes[{r}] is 0", comm.allgather, f, "auto", [0] * p),
+        # mpi4py's sentinels: IN_PLACE once raised "out has dtype float32,
+        # expected uint8", and BOTTOM reduced 0 bytes at address 0
+        (TypeError, "x is MPI.IN_PLACE; pycoll works in place through out=", comm.allreduce,
+         MPI.IN_PLACE, "sum", "auto", f),
+        (TypeError, "out is MPI.IN_PLACE", comm.reduce_scatter, f, "sum", "auto", MPI.IN_PLACE),
+        (TypeError, "x is MPI.BOTTOM; pycoll takes arrays", comm.allgather, MPI.BOTTOM),
         # on/off arguments are bools: "no" was true (a Handle, autotune on)
         (TypeError, "async_op must be a bool, got str", comm.allreduce, f, "sum", "auto", None,
          None, "no"),
