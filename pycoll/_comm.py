@@ -96,6 +96,9 @@ def _switch(environ, name: str) -> bool:
     return value in ("1", "true", "yes", "on")
 
 
+INT_MAX = (1 << 31) - 1                 # MPI's colors, keys and counts are C ints
+
+
 def flag(value, name: str) -> bool:
     """An on/off argument: a bool (numpy's too). Anything else is a
     TypeError, as scan's exclusive is: bool("no") would be on."""
@@ -204,15 +207,17 @@ class CommBase:
         """Partition like ``MPI.Comm.Split``: ranks with the same *color* form
         a new Communicator, ordered by *key* then by rank. A rank passing
         ``MPI.UNDEFINED`` takes part and gets None. Any other color below 0
-        (erroneous in MPI; MPICH takes it as a color) is a ValueError,
-        raised before the split."""
+        (erroneous in MPI; MPICH takes it as a color), and a color or key
+        past a C int, is a ValueError, raised before the split."""
         comm = self._live()
         try:
             color, key = operator.index(color), operator.index(key)
         except TypeError:
             raise TypeError(f"color and key must be ints, got {color!r} and {key!r}") from None
-        if color < 0 and color != mpi().UNDEFINED:
-            raise ValueError(f"color must be >= 0 or MPI.UNDEFINED, got {color}")
+        if color < 0 and color != mpi().UNDEFINED or color > INT_MAX:
+            raise ValueError(f"color must be in [0, 2**31) or MPI.UNDEFINED, got {color}")
+        if not -INT_MAX - 1 <= key <= INT_MAX:
+            raise ValueError(f"key must fit a C int, got {key}")
         part = comm.Split(color, key)
         if part == mpi().COMM_NULL:
             return None

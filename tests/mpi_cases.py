@@ -656,6 +656,10 @@ def group_special(run):
     else:
         raise AssertionError("a freed communicator must refuse to run")
     expect(ValueError, "got -5", comm.split, -5)
+    # past a C int: mpi4py's OverflowError before, now a ValueError naming it
+    expect(ValueError, f"color must be in [0, 2**31) or MPI.UNDEFINED, got {2 ** 31}",
+           comm.split, 2 ** 31)
+    expect(ValueError, f"key must fit a C int, got {-2 ** 40}", comm.split, 0, -2 ** 40)
     expect(TypeError, "must be ints", comm.split, 1.5)
     expect(TypeError, "must be ints", comm.split, 0, "a")
     nothing = comm.split(MPI.UNDEFINED if r == 0 else 1)
