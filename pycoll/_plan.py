@@ -266,7 +266,9 @@ def _keep(c, key: tuple, algorithm, make):
     """What the cache keeps for *key*, which runs *algorithm*: the Plan or
     lane already kept under the key naming it (Note [One plan per
     algorithm]), else ``make()``; kept under both keys. At the limit the
-    cache forgets everything first."""
+    cache forgets everything first. A freed or broken communicator keeps
+    nothing: its error (_live), before any message."""
+    c._live()
     named = _named_key(key, algorithm)
     made = c._plans.get(named) if named is not None else None
     if made is None:

@@ -4075,6 +4075,15 @@ def group_timeout(run):
     peer, elapsed = None, 0.0
     # a lane takes messages of one segment (256 B in the tests), a gather's all p blocks
     x = np.ones(64 if not on_lane else 4 if collective == "gather" else 16)
+    # what a broken communicator must refuse: lanes and kept buckets made
+    # before the timeout (a barrier, an allgather, a FusionManager's)
+    fm = pycoll.FusionManager(Op.SUM, comm=comm)
+    kept = [np.ones(5), np.ones(3)]
+    for _ in range(2):
+        comm.barrier()
+        comm.allgather(np.ones(2))
+        fm.reduce_scatter(kept)
+        fm.allreduce(kept)
     if on_lane:
         for _ in range(2):
             y = call(x, algorithm=algorithm)
@@ -4097,8 +4106,15 @@ def group_timeout(run):
         else:
             raise AssertionError(f"rank {r}: no CollectiveTimeout without rank {missing}")
         assert timeout <= elapsed < timeout + 1.0, elapsed
-        # a broken communicator refuses further calls
-        expect(RuntimeError, "broken since a collective timed out", comm.allreduce, np.ones(2))
+        # a broken communicator refuses further calls, at once: a barrier
+        # and fused calls kept from before once waited for the missing rank
+        for refused in (lambda: comm.allreduce(np.ones(2)), comm.barrier,
+                        lambda: comm.allgather(np.ones(2)), lambda: call(x, algorithm=algorithm),
+                        lambda: fm.reduce_scatter(kept), lambda: fm.allreduce(kept),
+                        lambda: comm.allreduce(np.ones(2), async_op=True).wait(5)):
+            start = time.monotonic()
+            expect(RuntimeError, "broken since a collective timed out", refused)
+            assert time.monotonic() - start < 1.0, time.monotonic() - start
         assert comm.broken is not None
     peers = MPI.COMM_WORLD.allgather(peer)
     assert missing in peers, f"no rank named the missing rank {missing}: {peers}"

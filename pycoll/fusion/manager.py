@@ -177,6 +177,7 @@ class FusionManager:
             fm.allreduce(arrays)                                # both:   [1 1], [10 10 10]
             fm.allreduce(arrays, fusion=[1, 0])                 # ids: array 1 travels alone
         """
+        self.comm._live()                   # freed or broken: its error, no message
         inline = self._inline
         if inline is not None and inline.ran(arrays, fusion, split_indices):
             return list(arrays)
@@ -205,6 +206,7 @@ class FusionManager:
 
     def allreduce_async(self, arrays, fusion=None, split_indices=None) -> "FusedHandle":
         """As allreduce, returning at once; ``wait()`` returns the list."""
+        self.comm._live()                   # freed or broken: its error, no message
         return self._allreduce(list(arrays), fusion, split_indices, True)
 
     def _allreduce(self, arrays, fusion, split_indices, async_op, planned=None) -> "FusedHandle":
@@ -492,6 +494,7 @@ class FusionManager:
         arrays first, as a backward pass produces gradients from the last
         layer to the first (DDP's bucket order); "forward" the first.
         """
+        self.comm._live()                   # freed or broken: its error, no message
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
         planned = self._buckets(list(arrays), fusion, split_indices)
@@ -505,6 +508,7 @@ class FusionManager:
     def mark_ready(self, i: int) -> None:
         """Array *i* holds its final value: send every bucket whose members
         are all ready and whose turn it is."""
+        self.comm._live()                   # freed or broken: its error, no message
         reg = self._require_registered()
         if isinstance(i, bool) or not isinstance(i, numbers.Integral):
             raise TypeError(f"mark_ready takes an array's index (an int), got {i!r}")
@@ -553,6 +557,7 @@ class FusionManager:
             fm.reduce_scatter(arrays)                          # rank 0: [1 1], [10]
                                                                # rank 1: [1 1], [10]
         """
+        self.comm._live()                   # freed or broken: its error, no message
         if type(arrays) is not list:
             arrays = list(arrays)
         units, inline = self._zero_units("reduce_scatter", arrays, fusion, split_indices)
@@ -580,6 +585,7 @@ class FusionManager:
         A shard may be its own array's block (in place) or lie elsewhere in
         that array, but not in another array of *out* (a ValueError).
         """
+        self.comm._live()                   # freed or broken: its error, no message
         out, shards = list(out), list(shards)
         if len(out) != len(shards):
             raise ValueError(f"{len(shards)} shards for {len(out)} arrays")
