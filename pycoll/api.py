@@ -342,14 +342,19 @@ def _call(c, name: str, async_op: bool, timeout, prepare, lane=None):
     if not _checks_on(c):
         seconds = _timeout(c, timeout)
         record, run = prepare()
+
+        def now():
+            c._live()                   # queued before a timeout broke the communicator
+            return run(_deadline(seconds))
         if lane is not None and async_op and c._lane_ready:
             def queued():
                 result = lane()
-                return run(_deadline(seconds)) if result is NOT_TAKEN else result
+                return now() if result is NOT_TAKEN else result
             return c._progress.call(queued, name, True)
-        return c._progress.call(lambda: run(_deadline(seconds)), name, async_op)
+        return c._progress.call(now, name, async_op)
 
     def checked():
+        c._live()                       # (as now() above)
         deadline = None                 # a bad timeout is this rank's error, shared untimed
         try:
             deadline = _deadline(_timeout(c, timeout))

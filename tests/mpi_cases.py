@@ -4201,8 +4201,17 @@ def group_async_timeout(run):
         MPI.COMM_WORLD.barrier()
         return
     h = comm.allreduce(np.ones(4), async_op=True, timeout=0.5)
+    # queued behind it, with plans made before it timed out (a new
+    # signature, a lane's): refused when their turn comes, not run on the
+    # broken communicator, where the new one waited for ever
+    queued = [comm.allreduce(np.ones(7), async_op=True),
+              comm.allgather(np.ones(3), async_op=True)]
     exc = expect(pycoll.CollectiveTimeout, "waited", h.wait)
     assert exc.peer is not None
+    for q in queued:
+        start = time.monotonic()
+        expect(RuntimeError, "broken since a collective timed out", q.wait, 10)
+        assert time.monotonic() - start < 1.0, time.monotonic() - start
     MPI.COMM_WORLD.barrier()
     run.comm = None
 
