@@ -103,8 +103,8 @@ def as_array(x, name: str = "x") -> np.ndarray:
 
 
 _MPI_SENTINELS = {
-    "InPlaceType": "MPI.IN_PLACE; pycoll works in place through out=: "
-                   "pycoll.allreduce(buf, out=buf)",
+    "InPlaceType": "MPI.IN_PLACE; for a call in place, pass the array as both x and "
+                   "out: pycoll.allreduce(buf, out=buf)",
     "BottomType": "MPI.BOTTOM; pycoll takes arrays, not MPI datatypes of absolute addresses",
 }
 

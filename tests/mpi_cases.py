@@ -759,8 +759,8 @@ def group_errors(run):
         (ValueError, f"x has 4 rows on rank {r}, sizes[{r}] is 0", comm.allgather, f, "auto", [0] * p),
         # mpi4py's sentinels: IN_PLACE once raised "out has dtype float32,
         # expected uint8", and BOTTOM reduced 0 bytes at address 0
-        (TypeError, "x is MPI.IN_PLACE; pycoll works in place through out=", comm.allreduce,
-         MPI.IN_PLACE, "sum", "auto", f),
+        (TypeError, "x is MPI.IN_PLACE; for a call in place, pass the array as both x and out",
+         comm.allreduce, MPI.IN_PLACE, "sum", "auto", f),
         (TypeError, "out is MPI.IN_PLACE", comm.reduce_scatter, f, "sum", "auto", MPI.IN_PLACE),
         (TypeError, "x is MPI.BOTTOM; pycoll takes arrays", comm.allgather, MPI.BOTTOM),
         # on/off arguments are bools: "no" was true (a Handle, autotune on)
