@@ -212,7 +212,7 @@ def _agree_settings(comm: Communicator, autotune=None) -> Settings:
         try:
             settings = Settings.from_env()
             if autotune is not None:
-                settings = dataclasses.replace(settings, autotune=bool(autotune))
+                settings = dataclasses.replace(settings, autotune=autotune)
             params = tuning.load_params(mpi().Get_library_version(), comm.size)
             settings = dataclasses.replace(settings, params=params)
             payload = {"settings": json.loads(settings.to_bytes())}

@@ -59,7 +59,7 @@ class DataParallel:
     def __init__(self, params=None, comm=None, mean: bool = True, bucket_bytes: int = 25 << 20,
                  accumulate=None, root: int = 0):
         self.comm = api._comm_of(comm)
-        self.fusion = FusionManager(Op.AVG if flag(mean, "mean") else Op.SUM, self.comm, bucket_bytes,
+        self.fusion = FusionManager(_mean_op(mean), self.comm, bucket_bytes,
                                     accumulate=accumulate)
         if params is not None:
             for p in params:
@@ -101,7 +101,7 @@ class ShardedOptimizer:
         self.comm = api._comm_of(comm)
         self.params = list(params)
         views = _checked_params(self.params)
-        self.fusion = FusionManager(Op.AVG if flag(mean, "mean") else Op.SUM, self.comm, bucket_bytes)
+        self.fusion = FusionManager(_mean_op(mean), self.comm, bucket_bytes)
         for p in self.params:
             api.broadcast(p, root, self.comm)
         self.update = update
@@ -137,6 +137,11 @@ class ShardedOptimizer:
         self.update(self._blocks, shards, self.state)
         self.fusion.allgather(self._blocks, self.params)
         return self.params
+
+
+def _mean_op(mean) -> Op:
+    """The gradients' reduction: AVG for mean=True, SUM for False."""
+    return Op.AVG if flag(mean, "mean") else Op.SUM
 
 
 def _checked_params(params: list) -> list:
