@@ -15,7 +15,7 @@ ROW_FIELDS = 6 + 2 * 5          # case columns + two groups of 5
 JSON_KEYS = {"op", "algorithm", "dtype", "redop", "root", "size", "count", "inplace",
              "time_us", "algbw", "busbw", "wrong", "iters"}
 FACTORS = {"allreduce": lambda p: 2 * (p - 1) / p, "broadcast": lambda p: 1.0,
-           "reduce": lambda p: 1.0}
+           "reduce": lambda p: 1.0, "scan": lambda p: 1.0}
 
 
 def data_rows(text):
@@ -78,7 +78,7 @@ def test_cli_sweep_every_op_and_algorithm(tmp_path, p):
     seen = {(row["op"], row["algorithm"]) for row in data["rows"]}
     from pycoll.algorithms import ALGORITHMS
     for op in ("allreduce", "broadcast", "reduce", "gather", "scatter", "allgather",
-               "reduce_scatter", "alltoall"):
+               "reduce_scatter", "alltoall", "scan"):
         tuned = ("tuned",) if op in ("allreduce", "reduce", "reduce_scatter") else ()
         for algorithm in ("auto", "native", *tuned, *ALGORITHMS[op]):
             assert (op, algorithm) in seen, (op, algorithm)
@@ -93,7 +93,8 @@ def test_cli_sweep_every_op_and_algorithm(tmp_path, p):
         assert row["root"] == (p - 1 if row["op"] in ("broadcast", "reduce", "gather", "scatter") else -1)
     # native reduces neither bfloat16 nor AVG: those rows are n/a, not rows
     assert not any(r["algorithm"] == "native" and r["dtype"] == "bfloat16"
-                   and r["op"] in ("allreduce", "reduce", "reduce_scatter") for r in data["rows"])
+                   and r["op"] in ("allreduce", "reduce", "reduce_scatter", "scan")
+                   for r in data["rows"])
     if p == 2:
         # the plot of allreduce's rows (3 panels): all 24 take 9 s here
         png, few = tmp_path / "busbw.png", tmp_path / "allreduce.json"

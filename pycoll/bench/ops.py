@@ -41,7 +41,7 @@ def values(dtype, n: int, rank: int, op: Op = Op.SUM) -> np.ndarray:
 
 
 def reduce_values(dtype, n: int, p: int, op: Op) -> np.ndarray:
-    """The reduction of every rank's values (exact: no rounding anywhere)."""
+    """The reduction of ranks 0 .. p-1's values (exact: no rounding anywhere)."""
     dt = np.dtype(dtype)
     kernel = {Op.SUM: np.add, Op.AVG: np.add, Op.PROD: np.multiply, Op.MAX: np.maximum,
               Op.MIN: np.minimum, Op.BAND: np.bitwise_and, Op.BOR: np.bitwise_or,
@@ -141,7 +141,7 @@ class AllReduce(Spec):
         return count, count
 
     def expected(self, b):
-        return reduce_values(b.dtype, b.count, b.p, b.redop)
+        return reduce_values(b.dtype, b.count, b.rank + 1, b.redop)
 
     def result(self, b, inplace):
         return b.send if inplace else b.recv
@@ -204,6 +204,28 @@ class Broadcast(AllReduce):
 
     def native_supported(self, dtype, redop):
         return True
+
+
+class Scan(AllReduce):
+    """Inclusive prefix reduction (MPI_Scan): rank r gets x_0 op ... op x_r.
+    nccl-tests has no scan; its factor here is 1, as for reduce: a chain
+    carries each rank's n bytes over one link once, and a perfect scan moves
+    n bytes into and out of each rank."""
+
+    name = "scan"
+
+    def factor(self, p):
+        return 1.0
+
+    def expected(self, b):
+        return reduce_values(b.dtype, b.count, b.rank + 1, b.redop)
+
+    def run(self, b, comm, algorithm, inplace):
+        comm.scan(b.send, b.redop, algorithm=algorithm, out=b.send if inplace else b.recv)
+
+    def native(self, b, mpi, MPI, inplace):
+        mpi.Scan(MPI.IN_PLACE if inplace else b.send, b.send if inplace else b.recv,
+                 op=mpi_op(MPI, b))
 
 
 class AllGather(Spec):
@@ -308,7 +330,7 @@ class AllToAll(Spec):
 
 
 SPECS = {s.name: s for s in (AllReduce(), Broadcast(), Reduce(), Gather(), Scatter(),
-                             AllGather(), ReduceScatter(), AllToAll())}
+                             AllGather(), ReduceScatter(), AllToAll(), Scan())}
 
 
 def _bytes(a: np.ndarray) -> np.ndarray:
