@@ -322,11 +322,15 @@ def _timeout(c, timeout):
 
 
 def _async_flag(value) -> bool:
-    """An async_op other than True or False: None, 0 and 1 by their truth,
-    as the methods' lane checks read them; anything else a TypeError
-    ("no" would be true: a Handle)."""
-    if value is None or (type(value) is int and value in (0, 1)):
-        return bool(value)
+    """An async_op other than True or False, read as the methods' lane
+    checks read it (`not async_op`), so that a call does not depend on
+    whether its lane is ready: a false value (None, 0, "") runs the call
+    blocking; of the true ones 1 and numpy's True are taken, anything else
+    is a TypeError ("no" would be true: a Handle)."""
+    if not value:
+        return False
+    if type(value) is int and value == 1:
+        return True
     return flag(value, "async_op")
 
 

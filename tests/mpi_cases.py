@@ -783,6 +783,14 @@ def group_errors(run):
         run.count += 1
     assert (f == before).all() and not ro.any(), "bad input wrote into a buffer"
     assert run.count >= min(25, len(cases)), run.count
+    # A false async_op runs the call blocking whether or not its lane is
+    # ready: "" took the lane of a signature called before and raised a
+    # TypeError on a new one.
+    for i, falsy in enumerate(("", None, 0, np.False_)):
+        for repeat in range(2):             # a new signature, then its lane
+            fresh = np.full(11 + i, 2.0)
+            y = comm.allreduce(fresh, async_op=falsy)
+            run.check(f"async_op={falsy!r} call {repeat}", y, fresh * p)
     if r == 0:
         os.write(2, f"bad-input cases: {run.count}\n".encode())
 
