@@ -88,6 +88,7 @@ class Handle:
         self._queued = False            # in that queue, not yet taken (under its lock)
 
     def done(self) -> bool:
+        """Whether the call has finished (then wait() returns at once)."""
         return self._finished
 
     def wait(self, timeout: float | None = None):

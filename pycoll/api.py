@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import json
 import operator
 import threading
@@ -1381,3 +1382,16 @@ def _fused_reduce_scatter(c, plan: Plan, flat, region) -> None:
     mine = region if a.dtype is a.result else c.scratch("block", a.counts[c.rank])
     plan.run(send=send, data=c.scratch("output", sum(a.counts)), out=mine)
     _finish(a, mine, region, c.size)
+
+
+# ---------------------------------------------------------------------------
+# The methods' documentation: each method is its module function with
+# comm=self, and carries that function's docstring (help(comm.allreduce),
+# editors' hover text).
+
+for _name in ("allreduce", "broadcast", "reduce", "gather", "scatter", "allgather",
+              "reduce_scatter", "alltoall", "scan", "barrier"):
+    getattr(Communicator, _name).__doc__ = (
+        f"``comm.{_name}(...)`` is ``pycoll.{_name}(..., comm=comm)``:\n\n"
+        + inspect.cleandoc(globals()[_name].__doc__))
+del _name

@@ -98,6 +98,23 @@ def test_each_extension_has_a_stub_that_matches_it(name):
             assert all(hasattr(cls, n) for n in members), f"{stub.name}: {node.name} {members}"
 
 
+def test_every_public_call_has_its_documentation():
+    """help(comm.allreduce) shows pycoll.allreduce's docstring (the methods
+    had none); every collective's shows what each rank holds."""
+    import inspect
+    for name in ALGORITHMS:
+        function, method = getattr(pycoll, name), getattr(pycoll.Communicator, name)
+        own = inspect.getdoc(function)
+        assert own, name
+        assert name == "barrier" or "rank 0" in own or "both:" in own, f"{name}: no example"
+        doc = inspect.getdoc(method)
+        assert doc and doc.startswith(f"``comm.{name}(...)`` is ``pycoll.{name}(..., comm=comm)``")
+        assert doc.endswith(own), name
+    methods = [m for m, _ in inspect.getmembers(pycoll.Handle, inspect.isfunction)
+               if not m.startswith("_")]
+    assert "wait" in methods and all(inspect.getdoc(getattr(pycoll.Handle, m)) for m in methods), methods
+
+
 def test_every_algorithm_module_has_the_interface():
     for collective, names in ALGORITHMS.items():
         for name in names:
