@@ -2799,6 +2799,8 @@ def group_fusion(run):
         arrays = inputs(dtype, r)
         kwargs = {}
         fm = FusionManager(op=op, comm=comm, bucket_bytes=64)
+        assert repr(fm) == (f"<pycoll.FusionManager {op.value}, buckets of 64 B, "
+                            f"on <Communicator rank {r} of {p}>>"), repr(fm)
         if mode == "ids":
             kwargs["fusion"] = [k % 3 for k in range(len(shapes))]
         elif mode == "split":

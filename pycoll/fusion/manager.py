@@ -164,6 +164,10 @@ class FusionManager:
         self._inline = None             # _Inline of the last blocking allreduce's arrays
         self._registered = None
 
+    def __repr__(self) -> str:
+        return (f"<pycoll.FusionManager {self.op.value}, buckets of {self.bucket_bytes} B, "
+                f"on {self.comm!r}>")
+
     # -- allreduce ------------------------------------------------------
 
     def allreduce(self, arrays, fusion=None, split_indices=None) -> list:
