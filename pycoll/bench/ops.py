@@ -141,7 +141,7 @@ class AllReduce(Spec):
         return count, count
 
     def expected(self, b):
-        return reduce_values(b.dtype, b.count, b.rank + 1, b.redop)
+        return reduce_values(b.dtype, b.count, b.p, b.redop)
 
     def result(self, b, inplace):
         return b.send if inplace else b.recv
