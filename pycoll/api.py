@@ -1313,7 +1313,14 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
 
 
 def barrier(comm=None, async_op=False, timeout=None):
-    """Return only when every rank of comm has entered the barrier."""
+    """Return only when every rank of comm has entered the barrier
+    (dissemination: ⌈log₂p⌉ rounds of empty messages).
+
+    Example (2 ranks)::
+
+        pycoll.barrier()                     # each rank returns once both have called it
+        h = pycoll.barrier(async_op=True)    # at once; h.wait() returns None once both have
+    """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if not async_op and c._lane_ready:
         done = _barrier_lane(c, timeout)
