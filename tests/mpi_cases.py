@@ -3836,6 +3836,99 @@ def group_jax(run):
     run.check("jax allgather", comm.allgather(jnp.array([r], dtype=jnp.int32)), np.arange(p, dtype=np.int32))
 
 
+def group_against_mpi(run):
+    """README's "Coming from mpi4py" table, row by row: each mpi4py buffer
+    call and its pycoll counterpart on the same data give the same array.
+    The data are small integers (floats too), exact in every order, so the
+    MPI library's own collectives are the oracle here."""
+    comm, p, r = run.comm, run.p, run.r
+    world = MPI.COMM_WORLD
+    ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD, "band": MPI.BAND}
+    for dtype, name in itertools.product((np.float64, np.int32, np.int64), ops):
+        if name == "band" and dtype is np.float64:
+            continue
+        x = (np.arange(7 * 3).reshape(7, 3) % 5 + r + (name != "prod")).astype(dtype)
+        label = f"{np.dtype(dtype).name} {name}"
+        y = np.empty_like(x)
+        world.Allreduce(x, y, op=ops[name])
+        run.check(f"Allreduce {label}", pycoll.allreduce(x, op=ops[name], comm=comm), y)
+        inplace = x.copy()
+        world.Allreduce(MPI.IN_PLACE, y := x.copy(), op=ops[name])
+        assert pycoll.allreduce(inplace, op=name, out=inplace, comm=comm) is inplace
+        run.check(f"Allreduce IN_PLACE {label}", inplace, y)
+        root = p - 1
+        y = np.empty_like(x)
+        world.Reduce(x, y, op=ops[name], root=root)
+        got = pycoll.reduce(x, name, root, comm=comm)
+        assert (got is None) == (r != root), label
+        if r == root:
+            run.check(f"Reduce {label}", got, y)
+        y = np.empty_like(x)
+        world.Scan(x, y, op=ops[name])
+        run.check(f"Scan {label}", pycoll.scan(x, name, comm=comm), y)
+        y = np.empty_like(x)
+        world.Exscan(x, y, op=ops[name])
+        got = pycoll.scan(x, name, exclusive=True, comm=comm)
+        if r == 0:
+            assert got is None, label               # MPI leaves rank 0's y undefined
+        else:
+            run.check(f"Exscan {label}", got, y)
+        # Reduce_scatter with np.array_split's counts; _block when they divide
+        counts = [len(b) * 3 for b in np.array_split(np.arange(7), p)]
+        y = np.empty((counts[r] // 3, 3), dtype)
+        world.Reduce_scatter(x, y, recvcounts=counts, op=ops[name])
+        run.check(f"Reduce_scatter {label}", pycoll.reduce_scatter(x, name, comm=comm), y)
+        whole = np.tile(x[:1], (2 * p, 1))
+        y = np.empty((2, 3), dtype)
+        world.Reduce_scatter_block(whole, y, op=ops[name])
+        run.check(f"Reduce_scatter_block {label}", pycoll.reduce_scatter(whole, name, comm=comm), y)
+    for dtype in (np.float32, np.int16, np.uint8, np.complex128, np.bool_):
+        label = np.dtype(dtype).name
+        x = (np.arange(2 * p * 2).reshape(2 * p, 2) + 10 * r).astype(dtype)
+        root = min(1, p - 1)
+        b = x.copy() if r == root else np.zeros_like(x)
+        world.Bcast(b, root=root)
+        run.check(f"Bcast {label}", pycoll.broadcast(x.copy() if r == root else np.zeros_like(x),
+                                                     root, comm=comm), b)
+        y = np.empty((p * 2 * p, 2), dtype)
+        world.Gather(x, y, root=root)
+        got = pycoll.gather(x, root, comm=comm)
+        if r == root:
+            run.check(f"Gather {label}", got, y)
+        world.Allgather(x, y)
+        run.check(f"Allgather {label}", pycoll.allgather(x, comm=comm), y)
+        y = np.empty((2, 2), dtype)
+        world.Scatter(x, y, root=root)
+        run.check(f"Scatter {label}", pycoll.scatter(x if r == root else None, root, comm=comm), y)
+        y = np.empty_like(x)
+        world.Alltoall(x, y)
+        run.check(f"Alltoall {label}", pycoll.alltoall(x, comm=comm), y)
+        # the v-variants: rank i holds i + 1 rows; counts are elements in
+        # mpi4py, rows in pycoll's sizes=
+        mine = (np.arange((r + 1) * 2).reshape(r + 1, 2) + 10 * r).astype(dtype)
+        rows = [i + 1 for i in range(p)]
+        y = np.empty((sum(rows), 2), dtype)
+        world.Allgatherv(mine, [y, [k * 2 for k in rows]])
+        run.check(f"Allgatherv {label}", pycoll.allgather(mine, sizes=rows, comm=comm), y)
+        y = np.empty((sum(rows), 2), dtype)
+        world.Gatherv(mine, [y, [k * 2 for k in rows]], root=root)
+        got = pycoll.gather(mine, root, sizes=rows, comm=comm)
+        if r == root:
+            run.check(f"Gatherv {label}", got, y)
+        # Scatterv with np.array_split's counts: what pycoll.scatter sends
+        odd = (np.arange(7 * 2).reshape(7, 2) + 1).astype(dtype)
+        split = [len(b) * 2 for b in np.array_split(odd, p)]
+        y = np.empty((split[r] // 2, 2), dtype)
+        world.Scatterv([odd, split], y, root=root)
+        run.check(f"Scatterv {label}", pycoll.scatter(odd if r == root else None, root, comm=comm), y)
+    world.Barrier()
+    assert pycoll.barrier(comm=comm) is None
+    h = pycoll.allreduce(np.full(3, r + 1.0), comm=comm, async_op=True)
+    y = np.empty(3)
+    world.Iallreduce(np.full(3, r + 1.0), y).Wait()
+    run.check("Iallreduce", h.wait(), y)
+
+
 def groups() -> dict:
     """Every group_<name> function of this file, by name."""
     return {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}

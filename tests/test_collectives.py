@@ -95,6 +95,15 @@ def test_autotune(p):
     run_ranks(p, "autotune", env={"PYCOLL_SEGMENT_BYTES": None})
 
 
+@pytest.mark.parametrize("p", [1, 3, 4])
+def test_the_same_as_mpi4py(p):
+    """README's "Coming from mpi4py" table: each mpi4py buffer call
+    (Allreduce, IN_PLACE, Reduce, Scan, Exscan, Reduce_scatter(_block),
+    Bcast, Gather(v), Allgather(v), Scatter(v), Alltoall, Barrier,
+    Iallreduce) gives what its pycoll counterpart gives."""
+    run_ranks(p, "against_mpi")
+
+
 def test_mpi4py_transport():
     """PYCOLL_TRANSPORT=mpi4py: every message through mpi4py, same results."""
     run_ranks(3, "reductions", env={"PYCOLL_TRANSPORT": "mpi4py"})
