@@ -3929,6 +3929,83 @@ def group_against_mpi(run):
     run.check("Iallreduce", h.wait(), y)
 
 
+def group_against_torch(run):
+    """README's "Coming from torch.distributed" table, row by row: each
+    torch.distributed call over gloo and its pycoll counterpart on the same
+    tensors give the same values (small integers: exact in every order)."""
+    import torch
+    import torch.distributed as dist
+
+    import pycoll.contrib.torch as pt
+    comm, p, r = run.comm, run.p, run.r
+    # torch 2.13 names the tensor forms all_gather_single and
+    # reduce_scatter_single (warning on the older names)
+    all_gather_single = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
+    reduce_scatter_single = getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)
+
+    def values(t):
+        """t's values as numpy (Tensor.numpy() refuses bfloat16)."""
+        return t.view(torch.int16).numpy().view(BF16) if t.dtype == torch.bfloat16 else t.numpy()
+
+    pt.init_process_group("gloo", comm=comm)
+    try:
+        for dtype in (torch.float32, torch.int64, torch.bfloat16):
+            label = str(dtype)
+            t = (torch.arange(2 * p * 3).reshape(2 * p, 3) % 7 + r).to(dtype)
+            for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+                theirs = t.clone()
+                dist.all_reduce(theirs, op=op)
+                mine = t.clone()
+                pycoll.allreduce(mine, op=op, out=mine, comm=comm)
+                run.check(f"all_reduce {label} {op}", values(mine), values(theirs))
+            root = p - 1
+            theirs = t.clone()
+            dist.reduce(theirs, dst=root)
+            got = pycoll.reduce(t, root=root, comm=comm)
+            if r == root:
+                run.check(f"reduce {label}", got, values(theirs))
+            theirs, mine = t.clone(), t.clone()
+            dist.broadcast(theirs, src=root)
+            pycoll.broadcast(mine, root, comm=comm)
+            run.check(f"broadcast {label}", values(mine), values(theirs))
+            theirs = torch.empty((p * 2 * p, 3), dtype=dtype)
+            all_gather_single(theirs, t)
+            run.check(f"all_gather_single {label}", pycoll.allgather(t, comm=comm),
+                      values(theirs))
+            parts = [torch.empty_like(t) for _ in range(p)]
+            dist.all_gather(parts, t)
+            run.check(f"all_gather {label}", pycoll.allgather(t, comm=comm),
+                      values(torch.cat(parts)))
+            theirs = torch.empty((2, 3), dtype=dtype)
+            reduce_scatter_single(theirs, t)
+            mine = torch.empty((2, 3), dtype=dtype)
+            pycoll.reduce_scatter(t, out=mine, comm=comm)
+            run.check(f"reduce_scatter_single {label}", values(mine), values(theirs))
+            theirs = torch.empty_like(t)
+            dist.all_to_all_single(theirs, t)
+            run.check(f"all_to_all_single {label}", pycoll.alltoall(t, comm=comm), values(theirs))
+            theirs = torch.empty((2, 3), dtype=dtype)
+            dist.scatter(theirs, list(t.chunk(p)) if r == root else None, src=root)
+            run.check(f"scatter {label}", pycoll.scatter(t if r == root else None, root, comm=comm),
+                      values(theirs))
+            parts = [torch.empty_like(t) for _ in range(p)] if r == root else None
+            dist.gather(t, parts, dst=root)
+            got = pycoll.gather(t, root, comm=comm)
+            if r == root:
+                run.check(f"gather {label}", got, values(torch.cat(parts)))
+        theirs = torch.full((3,), float(r + 1))
+        work = dist.all_reduce(theirs, async_op=True)
+        mine = torch.full((3,), float(r + 1))
+        handle = pycoll.allreduce(mine, out=mine, comm=comm, async_op=True)
+        work.wait()
+        handle.wait()
+        run.check("all_reduce async_op", values(mine), values(theirs))
+        dist.barrier()
+        assert pycoll.barrier(comm=comm) is None
+    finally:
+        dist.destroy_process_group()
+
+
 def groups() -> dict:
     """Every group_<name> function of this file, by name."""
     return {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}

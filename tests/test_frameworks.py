@@ -38,6 +38,15 @@ def test_torch_ddp_hook_example(p):
     assert proc.stdout.count("OK") == 2, proc.stdout
 
 
+@pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed (pip install -e '.[torch]')")
+@pytest.mark.parametrize("p", [1, 3])
+def test_the_same_as_torch_distributed(p):
+    """README's "Coming from torch.distributed" table: each call over gloo
+    and its pycoll counterpart give the same values (float32, int64,
+    bfloat16)."""
+    run_ranks(p, "against_torch")
+
+
 @pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
 def test_compressed_hook_rejects_other_dtypes():
     import torch
