@@ -3852,8 +3852,8 @@ def group_against_mpi(run):
         y = np.empty_like(x)
         world.Allreduce(x, y, op=ops[name])
         run.check(f"Allreduce {label}", pycoll.allreduce(x, op=ops[name], comm=comm), y)
-        inplace = x.copy()
-        world.Allreduce(MPI.IN_PLACE, y := x.copy(), op=ops[name])
+        y, inplace = x.copy(), x.copy()
+        world.Allreduce(MPI.IN_PLACE, y, op=ops[name])
         assert pycoll.allreduce(inplace, op=name, out=inplace, comm=comm) is inplace
         run.check(f"Allreduce IN_PLACE {label}", inplace, y)
         root = p - 1
