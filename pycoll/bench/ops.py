@@ -126,7 +126,10 @@ class Spec:
 
 
 class AllReduce(Spec):
+    """Also the shape of scan: one vector in, one out, in place or not."""
+
     name, reduces, has_inplace = "allreduce", True, True
+    mpi_name = "Allreduce"
 
     def factor(self, p):
         return 2 * (p - 1) / p
@@ -147,11 +150,12 @@ class AllReduce(Spec):
         return b.send if inplace else b.recv
 
     def run(self, b, comm, algorithm, inplace):
-        comm.allreduce(b.send, b.redop, algorithm=algorithm, out=b.send if inplace else b.recv)
+        getattr(comm, self.name)(b.send, b.redop, algorithm=algorithm,
+                                 out=b.send if inplace else b.recv)
 
     def native(self, b, mpi, MPI, inplace):
-        mpi.Allreduce(MPI.IN_PLACE if inplace else b.send, b.send if inplace else b.recv,
-                      op=mpi_op(MPI, b))
+        getattr(mpi, self.mpi_name)(MPI.IN_PLACE if inplace else b.send,
+                                    b.send if inplace else b.recv, op=mpi_op(MPI, b))
 
     def native_supported(self, dtype, redop):
         return native_reducible(dtype, redop)
@@ -212,20 +216,13 @@ class Scan(AllReduce):
     carries each rank's n bytes over one link once, and a perfect scan moves
     n bytes into and out of each rank."""
 
-    name = "scan"
+    name, mpi_name = "scan", "Scan"
 
     def factor(self, p):
         return 1.0
 
     def expected(self, b):
         return reduce_values(b.dtype, b.count, b.rank + 1, b.redop)
-
-    def run(self, b, comm, algorithm, inplace):
-        comm.scan(b.send, b.redop, algorithm=algorithm, out=b.send if inplace else b.recv)
-
-    def native(self, b, mpi, MPI, inplace):
-        mpi.Scan(MPI.IN_PLACE if inplace else b.send, b.send if inplace else b.recv,
-                 op=mpi_op(MPI, b))
 
 
 class AllGather(Spec):
