@@ -3825,6 +3825,135 @@ def group_frameworks(run):
     run.check("after framework errors", y, np.array([float(p)]))
 
 
+def mesh_shapes(p: int) -> list:
+    """Every mesh of p ranks in one dimension, every ordered pair of
+    factors above 1, and (2, 2, 2) at p = 8, with (1, p) for a mesh
+    dimension of one rank."""
+    shapes = [(p,), (1, p)]
+    shapes += [(a, p // a) for a in range(2, p) if p % a == 0 and p // a > 1]
+    return shapes + [(2, 2, 2)] * (p == 8)
+
+
+def layout_input(mesh, whole, src, case) -> np.ndarray:
+    """This rank's block of *whole* laid out by *src*: mesh.shard for the
+    splits, and for each "partial" mesh dimension k random summands (whole
+    numbers, exact in every dtype used) that add up, over the ranks of k's
+    group, to the block without it; each rank of the group draws them all
+    from the group's shared coordinates."""
+    from pycoll.layout import PARTIAL
+    local = mesh.shard(whole, [None if q == PARTIAL else q for q in src]).astype(np.float64)
+    for k, q in enumerate(src):
+        if q != PARTIAL:
+            continue
+        coord = list(mesh.coordinate)
+        noise = []
+        for j in range(mesh.shape[k]):
+            coord[k] = j
+            rng = np.random.default_rng([seed_of("layout", case, k, *coord)])
+            noise.append(rng.integers(-2, 3, local.shape).astype(np.float64))
+        i = mesh.coordinate[k]
+        local = (local if i == 0 else np.zeros_like(local)) + noise[i] - (i == 0) * sum(noise)
+    return local
+
+
+def group_layouts(run):
+    """pycoll.layout: redistribution between every kind of placement, on
+    every mesh of p ranks, checked against the global tensor: the block of
+    each rank (mesh.shard) and the whole (mesh.full) after each. Then the
+    steps chosen, the seed's Z = (X W) V, and bad layouts refused before
+    any message."""
+    from pycoll.layout import PARTIAL, DeviceMesh
+    comm, p, r = run.comm, run.p, run.r
+    for shape in mesh_shapes(p):
+        mesh = DeviceMesh(shape, comm)
+        assert mesh.coordinate == tuple(np.unravel_index(r, shape)), (shape, mesh.coordinate)
+        kinds = [None, PARTIAL, 0, 1, 2]
+        layouts = [lay for lay in itertools.product(kinds, repeat=len(shape))
+                   if all(lay.count(d) < 2 for d in (0, 1, 2))]
+        rng = np.random.default_rng(seed_of("layouts", shape))     # the same on every rank
+        pairs = [(layouts[i], layouts[j])
+                 for i, j in rng.integers(0, len(layouts), (len(run.some(range(48))), 2))]
+        pairs = [(s, d) for s, d in pairs if not (PARTIAL in d and any(
+            q == PARTIAL and s[k] != PARTIAL for k, q in enumerate(d)))]
+        for case, (src, dst) in enumerate(pairs):
+            dtype = ("float64", "int32", "bfloat16", "float32")[case % 4]
+            dims = (2 * p, 3 * p, p) if case % 7 else (0, p, p)
+            whole = np.random.default_rng(seed_of("whole", shape, case)).integers(0, 4, dims)
+            whole = whole.astype(BY_NAME[dtype].numpy)
+            x = layout_input(mesh, whole, src, (shape, case)).astype(whole.dtype)
+            before = x.copy()
+            y = mesh.redistribute(x, src, dst)
+            name = f"mesh {shape} {dtype} {src} -> {dst}"
+            run.check(f"{name}: x unchanged", x, before)
+            assert y.shape == mesh.local_shape(dims, dst) and y.dtype == whole.dtype, (name, y)
+            if PARTIAL not in dst:
+                run.check(name, y, mesh.shard(whole, dst))
+            full = mesh.full(y, dst)
+            run.check(f"{name}: whole", full, whole)
+            run.same_everywhere(f"{name}: whole", full)
+        mesh.free()
+
+    # The steps: each placement's change by the collective that makes it.
+    mesh = DeviceMesh((p,), comm)
+    steps = {((0,), (None,)): [("allgather", 0, 0)],
+             ((0,), (1,)): [("alltoall", 0, 0, 1)],
+             ((PARTIAL,), (1,)): [("reduce_scatter", 0, 1)],
+             ((PARTIAL,), (None,)): [("allreduce", 0, None)],
+             ((None,), (1,)): [("slice", 0, 1)],
+             ((1,), (1,)): [], ((PARTIAL,), (PARTIAL,)): []}
+    for (src, dst), expected in steps.items():
+        got = mesh.plan((2 * p, 2 * p), src, dst)
+        assert got == (expected if p > 1 else []), (src, dst, got)
+        run.count += 1
+    if p == 4:
+        square = DeviceMesh((2, 2), comm)
+        # mesh dimension 1 splits dimension 0 first: the swap waits for it
+        got = square.plan((2, 2), (0, 1), (1, 0))
+        assert got == [("allgather", 0, 0), ("alltoall", 1, 1, 0), ("slice", 0, 1)], got
+        got = square.plan((2, 2), (PARTIAL, 1), (0, None))
+        assert got == [("reduce_scatter", 0, 0), ("allgather", 1, 1)], got
+        run.count += 2
+        square.free()
+
+    # The seed's Z = (X W) V: X split by rows, V by columns.
+    X, W, V = (np.random.default_rng(seed_of("zxwv", i)).integers(-3, 4, s).astype(np.float64)
+               for i, s in enumerate([(2 * p, 3), (3, 5), (5, 2 * p)]))
+    y = mesh.shard(X, (0,)) @ W
+    z = mesh.redistribute(y, (0,), (None,)) @ mesh.shard(V, (1,))
+    run.check("Z = (X W) V", mesh.full(z, (1,)), X @ W @ V)
+
+    # Bad layouts: an error naming the numbers, on every rank, before any message.
+    x = np.zeros((2 * p, p + 1))
+    expect(ValueError, f"holds {p + 1} ranks; the communicator has {p}", DeviceMesh, (p + 1,), comm)
+    expect(ValueError, "at least 1", DeviceMesh, (p, 0), comm)
+    expect(TypeError, "sequence of ints", DeviceMesh, (p, "a"), comm)
+    expect(ValueError, "2 placements for a mesh of 1 dimension", mesh.redistribute, x, (0, None),
+           (0,))
+    expect(ValueError, "dst[0] is tensor dimension 2, but the tensor has 2 dimensions",
+           mesh.redistribute, x, (0,), (2,))
+    expect(TypeError, "src[0] must be None, 'partial' or a tensor dimension, got True",
+           mesh.redistribute, x, (True,), (0,))
+    expect(TypeError, "got 'sum'", mesh.redistribute, x, ("sum",), (0,))
+    expect(TypeError, "must be a sequence of placements", mesh.redistribute, x, "partial", (0,))
+    expect(ValueError, "dst makes mesh dimension 0 'partial' where src has None",
+           mesh.redistribute, x, (None,), (PARTIAL,))
+    expect(ValueError, "shard cannot make a 'partial' layout", mesh.shard, x, (PARTIAL,))
+    expect(TypeError, "timeout must be a number of seconds", mesh.redistribute, x, (0,), (None,),
+           "soon")
+    if p > 1:
+        expect(ValueError, f"dimension 1 of shape ({2 * p * p}, {p + 1}) has length {p + 1}, "
+               f"which mesh dimension 0 ({p} ranks) does not divide", mesh.redistribute, x, (0,), (1,))
+    if p == 4:
+        square = DeviceMesh((2, 2), comm)
+        expect(ValueError, "shards tensor dimension 0 along mesh dimensions 0 and 1",
+               square.redistribute, x, (0, 0), (None, None))
+        square.free()
+    # nothing was sent: the next redistribution meets the same messages everywhere
+    y = mesh.redistribute(mesh.shard(X, (0,)), (0,), (None,))
+    run.check("after the errors", y, X)
+    mesh.free()
+
+
 def group_jax(run):
     """JAX CPU arrays in (through DLPack); numpy arrays out, dtype kept."""
     import jax.numpy as jnp

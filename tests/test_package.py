@@ -15,7 +15,7 @@ from pycoll.algorithms import ALGORITHMS, REGISTRY
 
 
 def test_import_does_not_initialise_mpi_or_print():
-    code = ("import sys, pycoll\n"
+    code = ("import sys, pycoll, pycoll.parallel, pycoll.layout\n"
             "assert 'mpi4py.MPI' not in sys.modules, 'pycoll imported mpi4py.MPI'\n"
             "assert not [m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'torch', 'jax')]\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -1,0 +1,302 @@
+"""Tensor layouts over a device mesh, and redistribution between them.
+
+The seeds' operator-level parallelism (MindSpore's tensor layout and
+tensor redistribution; torch's DTensor has the same model): the ranks
+form a mesh, an n-dimensional grid of shape ``shape`` numbered row-major
+(rank = the mesh coordinate's flat index), and a tensor's layout says,
+for each mesh dimension, what its ranks hold of the global tensor:
+
+- ``None``: the same values on every rank along that mesh dimension
+  (replicated);
+- ``d`` (an int): block ``i`` of ``shape[k]`` equal blocks along tensor
+  dimension ``d`` on the rank whose coordinate ``k`` is ``i`` (sharded);
+- ``"partial"``: a summand: the global values are the SUM over the ranks
+  along that mesh dimension (a matmul whose contraction dimension is
+  sharded leaves one).
+
+A layout is a tuple with one such placement per mesh dimension; a tensor
+dimension is sharded along one mesh dimension at most, and must divide
+evenly (as MindSpore requires of a strategy). MindSpore's device matrix
+is the mesh's shape; its tensor map is the placements read the other way
+round (for each tensor dimension, the mesh dimension splitting it).
+
+Example (4 ranks), the seed's ``Z = (X W) V`` with X split by rows, then
+V by columns, on a mesh of shape (4,)::
+
+    mesh = DeviceMesh((4,))
+    x = mesh.shard(X, (0,))                  # rank r: rows 2r, 2r+1 of the 8-row X
+    y = x @ W                                # rank r: rows 2r, 2r+1 of Y
+    y = mesh.redistribute(y, (0,), (None,))  # every rank: all of Y (one allgather)
+    z = y @ mesh.shard(V, (1,))              # rank r: column block r of Z
+
+A redistribution is a sequence of collectives over the mesh's groups
+(the ranks that differ only in one coordinate), each along one tensor
+dimension, plus local slices (``DeviceMesh.plan`` lists them):
+
+- "partial" to replicated: allreduce; to sharded: reduce_scatter;
+- sharded to replicated: allgather;
+- sharded along d to sharded along e on the same mesh dimension:
+  alltoall (when e is not sharded elsewhere at that point; else
+  allgather, then a slice);
+- replicated to sharded: a slice of this rank's block, no message.
+"""
+from __future__ import annotations
+
+import math
+import operator
+import time
+
+import numpy as np
+
+from pycoll import _message, api
+from pycoll._async import as_seconds
+from pycoll._dtypes import Op
+
+__all__ = ["DeviceMesh", "PARTIAL"]
+
+PARTIAL = "partial"
+
+
+class DeviceMesh:
+    """The ranks of a communicator as a grid of shape *shape*.
+
+    Creation is collective (a ``comm.split`` per mesh dimension longer
+    than 1): every rank calls it with the same shape, whose product must
+    be the communicator's size. ``coordinate`` is this rank's place:
+    ``np.unravel_index(rank, shape)``.
+
+    Example (4 ranks)::
+
+        mesh = DeviceMesh((2, 2))        # rank 0: (0, 0)  1: (0, 1)  2: (1, 0)  3: (1, 1)
+        a = np.arange(16.).reshape(4, 4)
+        x = mesh.shard(a, (0, 1))        # rank 1: a[0:2, 2:4]   rank 2: a[2:4, 0:2]
+        mesh.redistribute(x, (0, 1), (0, None))   # rank 1: a[0:2]   rank 2: a[2:4]
+        mesh.full(x, (0, 1))             # every rank: a
+    """
+
+    def __init__(self, shape, comm=None):
+        c = api._comm_of(comm)
+        try:
+            shape = tuple(operator.index(m) for m in shape)
+        except TypeError:
+            raise TypeError(f"shape must be a sequence of ints, got {shape!r}") from None
+        if not shape or min(shape) < 1:
+            raise ValueError(f"a mesh needs at least one dimension, each at least 1, got {shape}")
+        if math.prod(shape) != c.size:
+            raise ValueError(f"a mesh of shape {shape} holds {math.prod(shape)} ranks; "
+                             f"the communicator has {c.size}")
+        self.comm = c
+        self.shape = shape
+        self.coordinate = tuple(int(i) for i in np.unravel_index(c.rank, shape))
+        strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
+        # group k: the ranks that differ from this one in coordinate k
+        # alone, ranked by that coordinate. None where no message is needed.
+        self._groups = [c.split(c.rank - i * s, i) if m > 1 else None
+                        for m, i, s in zip(shape, self.coordinate, strides)]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def group(self, k: int):
+        """The Communicator of mesh dimension *k* (None when its length is 1):
+        this rank's rank there is ``coordinate[k]``."""
+        return self._groups[k]
+
+    def free(self) -> None:
+        """Free the groups' communicators (collective). Idempotent."""
+        for g in self._groups:
+            if g is not None:
+                g.free()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+
+    def __repr__(self) -> str:
+        return f"<pycoll.DeviceMesh {self.shape}, coordinate {self.coordinate}, on {self.comm}>"
+
+    # -- layouts ----------------------------------------------------------
+
+    def local_shape(self, shape, placements) -> tuple:
+        """The shape of this rank's block of a global tensor of *shape*
+        laid out by *placements* (ValueError where a dimension does not
+        divide)."""
+        shape = tuple(shape)
+        placements = self._placements(placements, len(shape), "placements")
+        local = list(shape)
+        for k, d in enumerate(placements):
+            if type(d) is int:
+                if shape[d] % self.shape[k]:
+                    raise ValueError(f"dimension {d} of shape {shape} has length {shape[d]}, "
+                                     f"which mesh dimension {k} ({self.shape[k]} ranks) does "
+                                     f"not divide")
+                local[d] = shape[d] // self.shape[k]
+        return tuple(local)
+
+    def global_shape(self, local_shape, placements) -> tuple:
+        """The global tensor's shape, from a block's shape and its placements."""
+        shape = list(local_shape)
+        placements = self._placements(placements, len(shape), "placements")
+        for k, d in enumerate(placements):
+            if type(d) is int:
+                shape[d] *= self.shape[k]
+        return tuple(shape)
+
+    def shard(self, full, placements) -> np.ndarray:
+        """This rank's block of *full*, a global tensor every rank holds; no
+        message. A new array.
+
+        Example (2 ranks, mesh (2,))::
+
+            mesh.shard(np.arange(4), (0,))       # rank 0: [0 1]   rank 1: [2 3]
+            mesh.shard(np.arange(4), (None,))    # both: [0 1 2 3]
+        """
+        a = _message.as_array(full, "full")
+        placements = self._placements(placements, a.ndim, "placements")
+        if PARTIAL in placements:
+            raise ValueError("shard cannot make a 'partial' layout: a tensor every rank holds "
+                             "is replicated, not summed")
+        self.local_shape(a.shape, placements)       # each sharded dimension divides
+        for k, d in enumerate(placements):
+            if type(d) is int:
+                a = _block(a, d, self.shape[k], self.coordinate[k])
+        return np.array(a, order="C")
+
+    def full(self, x, placements, timeout=None) -> np.ndarray:
+        """The global tensor on every rank: ``redistribute`` to a layout
+        replicated along every mesh dimension."""
+        return self.redistribute(x, placements, (None,) * self.ndim, timeout)
+
+    def plan(self, local_shape, src, dst) -> list:
+        """The steps of ``redistribute`` for a block of *local_shape* laid
+        out by *src*, to *dst*, without sending anything. Each is a tuple:
+        ``(collective, mesh dimension, tensor dimension)`` for
+        "allreduce" (tensor dimension None), "reduce_scatter",
+        "allgather" and "slice"; ``("alltoall", k, d, e)`` moves the split
+        of mesh dimension k from tensor dimension d to e.
+
+        Example (mesh (2, 2))::
+
+            mesh.plan((4, 4), (0, None), (1, None))  # [('alltoall', 0, 0, 1)]
+            mesh.plan((4, 4), ("partial", 1), (0, 1))  # [('reduce_scatter', 0, 0)]
+        """
+        ndim = len(local_shape)
+        src = self._placements(src, ndim, "src")
+        dst = self._placements(dst, ndim, "dst")
+        for k, (a, b) in enumerate(zip(src, dst)):
+            if b == PARTIAL and a != PARTIAL:
+                raise ValueError(f"dst makes mesh dimension {k} 'partial' where src has "
+                                 f"{a!r}: a redistribution sums, it does not split a sum")
+        self.local_shape(self.global_shape(local_shape, src), dst)     # dst divides
+        current, steps = list(src), []
+
+        def free(d, k) -> bool:             # tensor dimension d is sharded by no other mesh dim
+            return all(d != e for j, e in enumerate(current) if j != k)
+
+        for k, (a, b) in enumerate(zip(src, dst)):     # sums first: they shrink nothing
+            if a == PARTIAL and b != PARTIAL:
+                if type(b) is int and free(b, k):
+                    steps.append(("reduce_scatter", k, b))
+                    current[k] = b
+                else:
+                    steps.append(("allreduce", k, None))
+                    current[k] = None
+        for k, b in enumerate(dst):                    # then splits that go,
+            if type(current[k]) is int and b is None:
+                steps.append(("allgather", k, current[k]))
+                current[k] = None
+        for k, b in enumerate(dst):                    # and splits that move
+            a = current[k]
+            if type(a) is int and a != b:
+                if free(b, k):
+                    steps.append(("alltoall", k, a, b))
+                    current[k] = b
+                else:
+                    steps.append(("allgather", k, a))
+                    current[k] = None
+        for k, b in enumerate(dst):                    # then new splits, locally
+            if type(b) is int and current[k] != b:
+                steps.append(("slice", k, b))
+                current[k] = b
+        # Mesh dimensions of length 1 need no message: a step there is the identity.
+        return [s for s in steps if self.shape[s[1]] > 1]
+
+    def redistribute(self, x, src, dst, timeout=None) -> np.ndarray:
+        """This rank's block of the same global tensor, laid out by *dst*
+        instead of *src* (collective: every rank calls it with the same
+        shapes, dtype and layouts). A new array; *x* is not changed.
+        *timeout* covers the whole redistribution.
+
+        Example (2 ranks, mesh (2,), a = np.arange(8.).reshape(2, 4))::
+
+            x = mesh.shard(a, (0,))                 # rank 0: a[0:1]     rank 1: a[1:2]
+            mesh.redistribute(x, (0,), (1,))        # rank 0: a[:, 0:2]  rank 1: a[:, 2:4]
+            mesh.redistribute(x, (0,), (None,))     # both: a
+            mesh.redistribute(a * (r + 1), ("partial",), (None,))   # both: 3 * a
+        """
+        a = _message.as_array(x, "x")
+        steps = self.plan(a.shape, src, dst)        # every check, before any message
+        seconds = as_seconds(timeout)
+        deadline = None if seconds is None else time.monotonic() + seconds
+        for step in steps:
+            kind, k, d = step[0], step[1], step[2]
+            g, m = self._groups[k], self.shape[k]
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if kind == "allreduce":
+                a = api.allreduce(a, Op.SUM, g, timeout=left)
+            elif kind == "reduce_scatter":
+                a = np.moveaxis(api.reduce_scatter(np.moveaxis(a, d, 0), Op.SUM, g,
+                                                   timeout=left), 0, d)
+            elif kind == "allgather":
+                a = np.moveaxis(api.allgather(np.moveaxis(a, d, 0), g, timeout=left), 0, d)
+            elif kind == "alltoall":
+                # block j (along e) to group rank j; what rank i sent is block i along d
+                e = step[3]
+                pieces = np.stack(np.split(a, m, axis=e))
+                a = np.concatenate(list(api.alltoall(pieces, g, timeout=left)), axis=d)
+            else:
+                a = _block(a, d, m, self.coordinate[k])
+        return np.array(a, order="C")
+
+    def _placements(self, placements, ndim: int, name: str) -> tuple:
+        """*placements* checked against the mesh and a tensor of *ndim*
+        dimensions: one per mesh dimension, each None, "partial" or a
+        tensor dimension (an int in [0, ndim)) sharded by it alone."""
+        if isinstance(placements, (str, bytes)) or not hasattr(placements, "__iter__"):
+            raise TypeError(f"{name} must be a sequence of placements (None, 'partial' or "
+                            f"a tensor dimension), got {placements!r}")
+        out = []
+        for k, p in enumerate(placements):
+            if p is None or type(p) is str and p == PARTIAL:
+                out.append(p)
+                continue
+            try:
+                if isinstance(p, (bool, np.bool_)):
+                    raise TypeError
+                d = operator.index(p)
+            except TypeError:
+                raise TypeError(f"{name}[{k}] must be None, 'partial' or a tensor dimension, "
+                                f"got {p!r}") from None
+            if not 0 <= d < ndim:
+                raise ValueError(f"{name}[{k}] is tensor dimension {d}, but the tensor has "
+                                 f"{ndim} dimension{'s' * (ndim != 1)}")
+            if d in out:
+                raise ValueError(f"{name} shards tensor dimension {d} along mesh dimensions "
+                                 f"{out.index(d)} and {k}: a dimension is split along one "
+                                 f"mesh dimension at most")
+            out.append(d)
+        if len(out) != self.ndim:
+            raise ValueError(f"{name} has {len(out)} placements for a mesh of "
+                             f"{self.ndim} dimension{'s' * (self.ndim != 1)} {self.shape}")
+        return tuple(out)
+
+
+def _block(a: np.ndarray, d: int, m: int, i: int) -> np.ndarray:
+    """Block *i* of *m* equal blocks of *a* along dimension *d* (a view)."""
+    n = a.shape[d] // m
+    index = [slice(None)] * a.ndim
+    index[d] = slice(i * n, (i + 1) * n)
+    return a[tuple(index)]
