@@ -3921,6 +3921,10 @@ def group_layouts(run):
     y = mesh.shard(X, (0,)) @ W
     z = mesh.redistribute(y, (0,), (None,)) @ mesh.shard(V, (1,))
     run.check("Z = (X W) V", mesh.full(z, (1,)), X @ W @ V)
+    if run.torch:                       # a CPU tensor's block, as any array-like
+        import torch
+        block = torch.from_numpy(mesh.shard(X, (0,)))
+        run.check("a torch block", mesh.redistribute(block, (0,), (None,)), X)
 
     # Bad layouts: an error naming the numbers, on every rank, before any message.
     x = np.zeros((2 * p, p + 1))
