@@ -3885,6 +3885,7 @@ def group_layouts(run):
             y = mesh.redistribute(x, src, dst)
             name = f"mesh {shape} {dtype} {src} -> {dst}"
             run.check(f"{name}: x unchanged", x, before)
+            assert y.flags.c_contiguous and not np.shares_memory(y, x), name
             assert y.shape == mesh.local_shape(dims, dst) and y.dtype == whole.dtype, (name, y)
             if PARTIAL not in dst:
                 run.check(name, y, mesh.shard(whole, dst))
