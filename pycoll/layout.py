@@ -14,11 +14,12 @@ for each mesh dimension, what its ranks hold of the global tensor:
   along that mesh dimension (a matmul whose contraction dimension is
   sharded leaves one).
 
-A layout is a tuple with one such placement per mesh dimension; a tensor
-dimension is sharded along one mesh dimension at most, and must divide
-evenly (as MindSpore requires of a strategy). MindSpore's device matrix
-is the mesh's shape; its tensor map is the placements read the other way
-round (for each tensor dimension, the mesh dimension splitting it).
+A layout is a tuple with one such placement per mesh dimension. Several
+mesh dimensions may split one tensor dimension, the lower one outside
+(Note [Nested splits]); each split must divide evenly (as MindSpore
+requires of a strategy). MindSpore's device matrix is the mesh's shape;
+its tensor map is the placements read the other way round (for each
+tensor dimension, the mesh dimensions splitting it).
 
 Example (4 ranks), the seed's ``Z = (X W) V`` with X split by rows, then
 V by columns, on a mesh of shape (4,)::
@@ -36,8 +37,8 @@ dimension, plus local slices (``DeviceMesh.plan`` lists them):
 - "partial" to replicated: allreduce; to sharded: reduce_scatter;
 - sharded to replicated: allgather;
 - sharded along d to sharded along e on the same mesh dimension:
-  alltoall (when e is not sharded elsewhere at that point; else
-  allgather, then a slice);
+  alltoall (when the split can leave d and join e at that point, Note
+  [Nested splits]; else allgather, then a slice);
 - replicated to sharded: a slice of this rank's block, no message.
 """
 from __future__ import annotations
@@ -127,13 +128,15 @@ class DeviceMesh:
         shape = tuple(shape)
         placements = self._placements(placements, len(shape), "placements")
         local = list(shape)
-        for k, d in enumerate(placements):
-            if type(d) is int:
-                if shape[d] % self.shape[k]:
-                    raise ValueError(f"dimension {d} of shape {shape} has length {shape[d]}, "
-                                     f"which mesh dimension {k} ({self.shape[k]} ranks) does "
-                                     f"not divide")
-                local[d] = shape[d] // self.shape[k]
+        for d in range(len(shape)):
+            along = [k for k, q in enumerate(placements) if q == d]
+            ranks = math.prod(self.shape[k] for k in along)
+            if shape[d] % ranks:
+                raise ValueError(f"dimension {d} of shape {shape} has length {shape[d]}, which "
+                                 f"mesh dimension{'s' * (len(along) > 1)} "
+                                 f"{', '.join(map(str, along))} ({ranks} ranks) do"
+                                 f"{'es' * (len(along) == 1)} not divide")
+            local[d] = shape[d] // ranks
         return tuple(local)
 
     def global_shape(self, local_shape, placements) -> tuple:
@@ -192,28 +195,31 @@ class DeviceMesh:
                                  f"{a!r}: a redistribution sums, it does not split a sum")
         self.local_shape(self.global_shape(local_shape, src), dst)     # dst divides
         current, steps = list(src), []
+        # Note [Nested splits]: the splits already where dst has them (at
+        # first, those of src that stay), outermost first along each dimension
+        placed = {k for d in range(ndim) for k in _common_prefix(_along(src, d), _along(dst, d))}
 
-        def unclaimed(d, k) -> bool:        # tensor dimension d split by no other mesh dimension
-            return all(d != e for j, e in enumerate(current) if j != k)
+        def may_add(k, e) -> bool:          # k may split dimension e now, innermost
+            have = _along(current, e)
+            pending = [j for j in _along(dst, e) if j not in have]
+            return placed.issuperset(have) and pending[:1] == [k]
 
         for k, (a, b) in enumerate(zip(src, dst)):     # sums first: they shrink nothing
             if a == PARTIAL and b != PARTIAL:
-                if type(b) is int and unclaimed(b, k):
+                if type(b) is int and may_add(k, b):
                     steps.append(("reduce_scatter", k, b))
                     current[k] = b
+                    placed.add(k)
                 else:
                     steps.append(("allreduce", k, None))
                     current[k] = None
-        for k, b in enumerate(dst):                    # then splits that go,
-            if type(current[k]) is int and b is None:
-                steps.append(("allgather", k, current[k]))
-                current[k] = None
-        for k, b in enumerate(dst):                    # and splits that move
-            a = current[k]
-            if type(a) is int and a != b:
-                if unclaimed(b, k):
+        for k in reversed(range(self.ndim)):           # then splits that go, innermost first
+            a, b = current[k], dst[k]
+            if type(a) is int and k not in placed:
+                if type(b) is int and may_add(k, b):
                     steps.append(("alltoall", k, a, b))
                     current[k] = b
+                    placed.add(k)
                 else:
                     steps.append(("allgather", k, a))
                     current[k] = None
@@ -270,7 +276,7 @@ class DeviceMesh:
     def _placements(self, placements, ndim: int, name: str) -> tuple:
         """*placements* checked against the mesh and a tensor of *ndim*
         dimensions: one per mesh dimension, each None, "partial" or a
-        tensor dimension (an int in [0, ndim)) sharded by it alone."""
+        tensor dimension (an int in [0, ndim))."""
         if isinstance(placements, (str, bytes)) or not hasattr(placements, "__iter__"):
             raise TypeError(f"{name} must be a sequence of placements (None, 'partial' or "
                             f"a tensor dimension), got {placements!r}")
@@ -289,10 +295,6 @@ class DeviceMesh:
             if not 0 <= d < ndim:
                 raise ValueError(f"{name}[{k}] is tensor dimension {d}, but the tensor has "
                                  f"{ndim} dimension{'s' * (ndim != 1)}")
-            if d in out:
-                raise ValueError(f"{name} shards tensor dimension {d} along mesh dimensions "
-                                 f"{out.index(d)} and {k}: a dimension is split along one "
-                                 f"mesh dimension at most")
             out.append(d)
         if len(out) != self.ndim:
             raise ValueError(f"{name} has {len(out)} placements for a mesh of "
@@ -312,6 +314,34 @@ class DeviceMesh:
 # packed and copied a transposed block: 4.2 ms. Gathering into a new
 # (m, 256, 1024) array and copying it into place: 2.4 ms, most of it the
 # page faults of a second new 2 MiB array on every call.
+
+
+# Note [Nested splits]
+# ~~~~~~~~~~~~~~~~~~~~
+# Several mesh dimensions may split one tensor dimension: the lower mesh
+# dimension is the outer split, as the row-major numbering of the ranks
+# makes it (on a (2, 4) mesh, (0, 0) splits dimension 0 into 8 blocks and
+# rank r holds block r; DTensor orders repeated Shard(d) the same way).
+# A step can only take off or put on the innermost split of a dimension:
+# an allgather over mesh dimension k joins whole blocks only when no split
+# inside k's remains, and a slice, reduce_scatter or alltoall cuts the
+# block this rank has. So the splits of dimension d that stay are the
+# common prefix of its splits in src and in dst (in mesh-dimension
+# order); the others go innermost first and come back outermost first.
+# A split that moves from d to e (alltoall) does so only when it is e's
+# next split to put on, and e has none left to take off.
+
+
+def _along(placements, d: int) -> list:
+    """The mesh dimensions splitting tensor dimension *d*, outermost first."""
+    return [k for k, q in enumerate(placements) if q == d]
+
+
+def _common_prefix(a: list, b: list) -> list:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
 
 
 def _split(a: np.ndarray, d: int, m: int) -> np.ndarray:

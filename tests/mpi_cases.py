@@ -3868,8 +3868,7 @@ def group_layouts(run):
         mesh = DeviceMesh(shape, comm)
         assert mesh.coordinate == tuple(np.unravel_index(r, shape)), (shape, mesh.coordinate)
         kinds = [None, PARTIAL, 0, 1, 2]
-        layouts = [lay for lay in itertools.product(kinds, repeat=len(shape))
-                   if all(lay.count(d) < 2 for d in (0, 1, 2))]
+        layouts = list(itertools.product(kinds, repeat=len(shape)))   # nested splits too
         rng = np.random.default_rng(seed_of("layouts", shape))     # the same on every rank
         pairs = [(layouts[i], layouts[j])
                  for i, j in rng.integers(0, len(layouts), (len(run.some(range(48))), 2))]
@@ -3908,9 +3907,15 @@ def group_layouts(run):
         run.count += 1
     if p == 4:
         square = DeviceMesh((2, 2), comm)
-        # mesh dimension 1 splits dimension 0 first: the swap waits for it
+        # dimension 0 still has mesh dimension 0's split to lose: mesh
+        # dimension 1's cannot join it yet (Note [Nested splits])
         got = square.plan((2, 2), (0, 1), (1, 0))
-        assert got == [("allgather", 0, 0), ("alltoall", 1, 1, 0), ("slice", 0, 1)], got
+        assert got == [("allgather", 1, 1), ("alltoall", 0, 0, 1), ("slice", 1, 0)], got
+        # the inner split goes first and comes back last
+        got = square.plan((2, 2), (0, 0), (None, 0))
+        assert got == [("allgather", 1, 0), ("allgather", 0, 0), ("slice", 1, 0)], got
+        got = square.plan((2, 2), (0, None), (0, 0))
+        assert got == [("slice", 1, 0)], got
         got = square.plan((2, 2), (PARTIAL, 1), (0, None))
         assert got == [("reduce_scatter", 0, 0), ("allgather", 1, 1)], got
         run.count += 2
@@ -3922,6 +3927,20 @@ def group_layouts(run):
     y = mesh.shard(X, (0,)) @ W
     z = mesh.redistribute(y, (0,), (None,)) @ mesh.shard(V, (1,))
     run.check("Z = (X W) V", mesh.full(z, (1,)), X @ W @ V)
+    if p % 2 == 0 and p > 2:
+        # The seed's MatMul.shard(((2, 4), (4, 1))) then ReLU.shard(((8, 1),))
+        # at p = 8: X's rows split over mesh dimension 0, its columns and W's
+        # rows over 1; the product is partial along 1, and the ReLU's rows
+        # are split over both (rank r: block r of p, Note [Nested splits]).
+        grid = DeviceMesh((2, p // 2), comm)
+        X, W = (np.random.default_rng(seed_of("relu", i)).integers(-3, 4, s).astype(np.float64)
+                for i, s in enumerate([(2 * p, p), (p, 5)]))
+        y = grid.shard(X, (0, 1)) @ grid.shard(W, (None, 0))
+        assert grid.plan(y.shape, (0, PARTIAL), (0, 0)) == [("reduce_scatter", 1, 0)]
+        y = np.maximum(grid.redistribute(y, (0, PARTIAL), (0, 0)), 0)
+        run.check("MatMul (2, 4), (4, 1) then ReLU (8, 1)", y,
+                  np.maximum(X @ W, 0)[2 * r:2 * r + 2])
+        grid.free()
     if run.torch:                       # a CPU tensor's block, as any array-like
         import torch
         block = torch.from_numpy(mesh.shard(X, (0,)))
@@ -3950,8 +3969,8 @@ def group_layouts(run):
                f"which mesh dimension 0 ({p} ranks) does not divide", mesh.redistribute, x, (0,), (1,))
     if p == 4:
         square = DeviceMesh((2, 2), comm)
-        expect(ValueError, "shards tensor dimension 0 along mesh dimensions 0 and 1",
-               square.redistribute, x, (0, 0), (None, None))
+        expect(ValueError, "dimension 1 of shape (8, 5) has length 5, which mesh dimensions "
+               "0, 1 (4 ranks) do not divide", square.redistribute, x, (None, None), (1, 1))
         square.free()
     # nothing was sent: the next redistribution meets the same messages everywhere
     y = mesh.redistribute(mesh.shard(X, (0,)), (0,), (None,))
