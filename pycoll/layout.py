@@ -194,7 +194,8 @@ class DeviceMesh:
                 raise ValueError(f"dst makes mesh dimension {k} 'partial' where src has "
                                  f"{a!r}: a redistribution sums, it does not split a sum")
         self.local_shape(self.global_shape(local_shape, src), dst)     # dst divides
-        current, steps = list(src), []
+        current: list = list(src)
+        steps: list[tuple] = []
         # Note [Nested splits]: the splits already where dst has them (at
         # first, those of src that stay), outermost first along each dimension
         placed = {k for d in range(ndim) for k in _common_prefix(_along(src, d), _along(dst, d))}
@@ -280,7 +281,7 @@ class DeviceMesh:
         if isinstance(placements, (str, bytes)) or not hasattr(placements, "__iter__"):
             raise TypeError(f"{name} must be a sequence of placements (None, 'partial' or "
                             f"a tensor dimension), got {placements!r}")
-        out = []
+        out: list = []
         for k, p in enumerate(placements):
             if p is None or type(p) is str and p == PARTIAL:
                 out.append(p)
