@@ -3860,8 +3860,8 @@ def group_layouts(run):
     """pycoll.layout: redistribution between every kind of placement, on
     every mesh of p ranks, checked against the global tensor: the block of
     each rank (mesh.shard) and the whole (mesh.full) after each. Then the
-    steps chosen, the seed's Z = (X W) V, and bad layouts refused before
-    any message."""
+    steps chosen, the seeds' two examples (Z = (X W) V; MatMul (2, 4),
+    (4, 1) then ReLU (8, 1)), and bad layouts refused before any message."""
     from pycoll.layout import PARTIAL, DeviceMesh
     comm, p, r = run.comm, run.p, run.r
     for shape in mesh_shapes(p):
@@ -3918,7 +3918,7 @@ def group_layouts(run):
         assert got == [("slice", 1, 0)], got
         got = square.plan((2, 2), (PARTIAL, 1), (0, None))
         assert got == [("reduce_scatter", 0, 0), ("allgather", 1, 1)], got
-        run.count += 2
+        run.count += 4
         square.free()
 
     # The seed's Z = (X W) V: X split by rows, V by columns.
@@ -3929,17 +3929,18 @@ def group_layouts(run):
     run.check("Z = (X W) V", mesh.full(z, (1,)), X @ W @ V)
     if p % 2 == 0 and p > 2:
         # The seed's MatMul.shard(((2, 4), (4, 1))) then ReLU.shard(((8, 1),))
-        # at p = 8: X's rows split over mesh dimension 0, its columns and W's
-        # rows over 1; the product is partial along 1, and the ReLU's rows
-        # are split over both (rank r: block r of p, Note [Nested splits]).
+        # at p = 8 (a (2, p / 2) mesh at p = 4 and 6): A's rows split over
+        # mesh dimension 0, its columns and B's rows over 1; the product is
+        # partial along 1, and the ReLU's rows are split over both (rank r:
+        # block r of p, Note [Nested splits]).
         grid = DeviceMesh((2, p // 2), comm)
-        X, W = (np.random.default_rng(seed_of("relu", i)).integers(-3, 4, s).astype(np.float64)
+        A, B = (np.random.default_rng(seed_of("relu", i)).integers(-3, 4, s).astype(np.float64)
                 for i, s in enumerate([(2 * p, p), (p, 5)]))
-        y = grid.shard(X, (0, 1)) @ grid.shard(W, (None, 0))
+        y = grid.shard(A, (0, 1)) @ grid.shard(B, (None, 0))
         assert grid.plan(y.shape, (0, PARTIAL), (0, 0)) == [("reduce_scatter", 1, 0)]
         y = np.maximum(grid.redistribute(y, (0, PARTIAL), (0, 0)), 0)
         run.check("MatMul (2, 4), (4, 1) then ReLU (8, 1)", y,
-                  np.maximum(X @ W, 0)[2 * r:2 * r + 2])
+                  np.maximum(A @ B, 0)[2 * r:2 * r + 2])
         grid.free()
     if run.torch:                       # a CPU tensor's block, as any array-like
         import torch
