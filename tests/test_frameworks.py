@@ -29,6 +29,15 @@ def test_numpy_examples_match_single_process_training(example, p):
     assert "(OK)" in proc.stdout, proc.stdout
 
 
+@pytest.mark.parametrize("p", [2, 4])
+def test_tensor_parallel_example_matches_single_process_training(p):
+    """examples/mlp_tensor_parallel.py: the MLP on a (P / 2, 2) mesh of data
+    and tensor ranks (pycoll.layout), within 1e-9 of single-process training."""
+    proc = launch(p, ["examples/mlp_tensor_parallel.py"], timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"mesh ({p // 2}, 2)" in proc.stdout and "(OK)" in proc.stdout, proc.stdout
+
+
 @pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed (pip install -e '.[torch]')")
 @pytest.mark.parametrize("p", [2, 4])
 def test_torch_ddp_hook_example(p):
