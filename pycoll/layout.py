@@ -310,11 +310,12 @@ class DeviceMesh:
 # block: _split views the m blocks along d as axis 0, as the collective's
 # input (which packs it) and as its out= (which unpacks into it from the
 # communicator's scratch). At p = 2, a (256, 1024) float32 block gathered
-# along dimension 1 took 0.52 ms, against 0.36 ms for the plain
-# allgather along dimension 0 (bench/layout.py, two launches). Moving d to the front and back (np.moveaxis)
-# packed and copied a transposed block: 4.2 ms. Gathering into a new
-# (m, 256, 1024) array and copying it into place: 2.4 ms, most of it the
-# page faults of a second new 2 MiB array on every call.
+# along dimension 1 took 0.52 ms, against 0.36 ms for the plain allgather
+# along dimension 0 (bench/layout.py, two launches). Moving d to the
+# front and back (np.moveaxis) packed and copied a transposed block:
+# 4.2 ms. Gathering into a new (m, 256, 1024) array and copying it into
+# place: 2.4 ms, most of it the page faults of a second new 2 MiB array
+# on every call.
 
 
 # Note [Nested splits]
