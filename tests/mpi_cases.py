@@ -3967,7 +3967,8 @@ def group_layouts(run):
            "soon")
     if p > 1:
         expect(ValueError, f"dimension 1 of shape ({2 * p * p}, {p + 1}) has length {p + 1}, "
-               f"which mesh dimension 0 ({p} ranks) does not divide", mesh.redistribute, x, (0,), (1,))
+               f"which mesh dimension 0 ({p} ranks) does not divide", mesh.redistribute, x,
+               (0,), (1,))
     if p == 4:
         square = DeviceMesh((2, 2), comm)
         expect(ValueError, "dimension 1 of shape (8, 5) has length 5, which mesh dimensions "
