@@ -26,19 +26,24 @@ def init_params(seed: int = 1) -> list:
             rng.standard_normal((HIDDEN, CLASSES)) / np.sqrt(HIDDEN), np.zeros(CLASSES)]
 
 
+def softmax_loss(logits, labels, total: int):
+    """(sum of the samples' cross-entropy losses / total, its gradient with
+    respect to *logits*, which it overwrites)."""
+    logits -= logits.max(axis=1, keepdims=True)
+    p = np.exp(logits)
+    p /= p.sum(axis=1, keepdims=True)
+    n = len(logits)
+    loss = -np.log(p[np.arange(n), labels]).sum() / total
+    p[np.arange(n), labels] -= 1.0
+    p /= total
+    return loss, p
+
+
 def loss_and_grads(params, x, labels, total: int):
     """(sum of the samples' losses / total, its gradient per parameter)."""
     w1, b1, w2, b2 = params
     h = np.tanh(x @ w1 + b1)
-    logits = h @ w2 + b2
-    logits -= logits.max(axis=1, keepdims=True)
-    p = np.exp(logits)
-    p /= p.sum(axis=1, keepdims=True)
-    n = len(x)
-    loss = -np.log(p[np.arange(n), labels]).sum() / total
-    d_logits = p
-    d_logits[np.arange(n), labels] -= 1.0
-    d_logits /= total
+    loss, d_logits = softmax_loss(h @ w2 + b2, labels, total)
     d_h = (d_logits @ w2.T) * (1.0 - h * h)
     return loss, [x.T @ d_h, d_h.sum(axis=0), h.T @ d_logits, d_logits.sum(axis=0)]
 

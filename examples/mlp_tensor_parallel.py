@@ -28,7 +28,7 @@ import pycoll
 from pycoll.layout import PARTIAL, DeviceMesh
 from pycoll.parallel import sgd
 
-from _mlp import dataset, init_params, reference, report
+from _mlp import dataset, init_params, reference, report, softmax_loss
 
 STEPS, LR, MOMENTUM = 50, 0.5, 0.9
 # Each parameter's layout on the (data, tensor) mesh, in init_params' order.
@@ -42,14 +42,7 @@ def loss_and_grads(mesh, params, x, labels, total: int):
     w1, b1, w2, b2 = params
     h = np.tanh(x @ w1 + b1)                                  # (0, 1)
     logits = mesh.redistribute(h @ w2, (0, PARTIAL), (0, None)) + b2
-    logits -= logits.max(axis=1, keepdims=True)
-    p = np.exp(logits)
-    p /= p.sum(axis=1, keepdims=True)
-    n = len(x)
-    loss = -np.log(p[np.arange(n), labels]).sum() / total
-    d_logits = p
-    d_logits[np.arange(n), labels] -= 1.0
-    d_logits /= total
+    loss, d_logits = softmax_loss(logits, labels, total)
     d_h = (d_logits @ w2.T) * (1.0 - h * h)                   # (0, 1): no message
     # Each rank's gradients cover its samples only: partial over the data ranks.
     partial = [(x.T @ d_h, (PARTIAL, 1)), (d_h.sum(axis=0), (PARTIAL, 0)),
