@@ -3287,6 +3287,15 @@ def group_fusion_zero(run):
     shards = fm.reduce_scatter(iter(inputs("float64", Op.SUM, 0, which=mixed)))
     for k, (sh, t) in enumerate(zip(shards, totals("float64", Op.SUM, 0, mixed))):
         run.check(f"zero from an iterator {k}", sh, np.array_split(t, p)[r])
+    # a shard sent alone is the caller's: dropped, it is freed (the manager
+    # holds it weakly, Note [Shards in another array])
+    import weakref
+    shards = fm.reduce_scatter(inputs("float64", Op.SUM, 1, which=mixed))
+    run.check("zero alone, dropped", shards[3],
+              np.array_split(totals("float64", Op.SUM, 1, mixed)[3], p)[r])
+    alone = weakref.ref(shards[3])
+    del shards
+    assert alone() is None, "the manager kept the last shard sent alone alive"
     # a shape set in place on the same arrays: the buckets are made again
     fm = FusionManager(Op.SUM, comm=comm)
     arrays = inputs("float64", Op.SUM, 0)

@@ -92,6 +92,7 @@ import math
 import numbers
 import operator
 import time
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -159,7 +160,9 @@ class FusionManager:
         self._last = None               # (arrays, (fusion, split), _Planned): the last call
         self._zero: dict = {}           # kind -> (arrays, (fusion, split), units, inline): the last call
         self._zero_shards = None        # (units, shards, their parts) of the last allgather
-        self._fresh = ((), frozenset())  # the shards the last reduce_scatter returned, owners
+        # the shards the last reduce_scatter returned (None where one went
+        # alone), those sent alone as (index, weak reference), their owners
+        self._fresh = ((), (), frozenset())
         self._out_ids = (None, frozenset())  # allgather units, ids of their out arrays and bases
         self._inline = None             # _Inline of the last blocking allreduce's arrays
         self._registered = None
@@ -571,15 +574,17 @@ class FusionManager:
                 u.reduce_scatter_now(shards)
         else:
             self._by_turns([u.reduce_scatter_step(shards) for u in units], "fused reduce_scatter")
-        owners = set()
+        owners, kept, alone = set(), list(shards), []
         for u in units:                     # what holds the shards' memory
             if type(u) is _ZeroBucket:
                 owners.add(u.region)
-            else:
-                x = shards[u.indices[0]]
+            else:                           # held weakly: the caller's to free
+                i = u.indices[0]
+                x, kept[i] = shards[i], None
+                alone.append((i, weakref.ref(x)))
                 owners.update((id(x), id(x.base)))
         owners.discard(id(None))
-        self._fresh = (tuple(shards), owners)
+        self._fresh = (tuple(kept), tuple(alone), owners)
         return shards
 
     def allgather(self, shards, out) -> list:
@@ -645,8 +650,16 @@ class FusionManager:
         """Whether *shards* are those the last reduce_scatter returned and
         no array of *out* (the arrays of *units*) is a numpy view of their
         memory (Note [Shards in another array])."""
-        fresh, owners = self._fresh
-        if len(fresh) != len(shards) or not all(map(operator.is_, shards, fresh)):
+        fresh, alone, owners = self._fresh
+        if len(fresh) != len(shards):
+            return False
+        if alone:
+            shards = list(shards)
+            for i, ref in alone:
+                if ref() is not shards[i]:
+                    return False
+                shards[i] = None
+        if not all(map(operator.is_, shards, fresh)):
             return False
         kept, ids = self._out_ids
         if kept is not units:
@@ -675,6 +688,9 @@ class FusionManager:
     # checked by identity instead: the shards against those returned, and
     # what owns their memory (a bucket's region, a shard sent alone and its
     # base) against the arrays of out and their bases, kept while out is.
+    # A shard sent alone is a new array of reduce_scatter's, the caller's to
+    # keep or drop: it is held by a weak reference, so that the last step's
+    # shards of the large arrays do not live on into the next step.
 
     def _zero_units(self, kind: str, arrays, fusion, split_indices) -> tuple:
         """How a fused reduce_scatter or allgather of *arrays* goes out: per
