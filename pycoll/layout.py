@@ -237,7 +237,7 @@ class DeviceMesh:
         shapes, dtype and layouts). A new array; *x* is not changed.
         *timeout* covers the whole redistribution.
 
-        Example (2 ranks, mesh (2,), a = np.arange(8.).reshape(2, 4))::
+        Example (2 ranks, mesh (2,), r = mesh.comm.rank, a = np.arange(8.).reshape(2, 4))::
 
             x = mesh.shard(a, (0,))                 # rank 0: a[0:1]     rank 1: a[1:2]
             mesh.redistribute(x, (0,), (1,))        # rank 0: a[:, 0:2]  rank 1: a[:, 2:4]
