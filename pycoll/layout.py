@@ -126,10 +126,18 @@ class DeviceMesh:
         laid out by *placements* (ValueError where a dimension does not
         divide)."""
         shape = tuple(shape)
-        placements = self._placements(placements, len(shape), "placements")
+        return self._local(shape, self._placements(placements, len(shape), "placements"))
+
+    def global_shape(self, local_shape, placements) -> tuple:
+        """The global tensor's shape, from a block's shape and its placements."""
+        shape = tuple(local_shape)
+        return self._global(shape, self._placements(placements, len(shape), "placements"))
+
+    def _local(self, shape: tuple, placements: tuple) -> tuple:
+        """local_shape, with *placements* checked."""
         local = list(shape)
         for d in range(len(shape)):
-            along = [k for k, q in enumerate(placements) if q == d]
+            along = _along(placements, d)
             ranks = math.prod(self.shape[k] for k in along)
             if shape[d] % ranks:
                 raise ValueError(f"dimension {d} of shape {shape} has length {shape[d]}, which "
@@ -139,10 +147,9 @@ class DeviceMesh:
             local[d] = shape[d] // ranks
         return tuple(local)
 
-    def global_shape(self, local_shape, placements) -> tuple:
-        """The global tensor's shape, from a block's shape and its placements."""
+    def _global(self, local_shape: tuple, placements: tuple) -> tuple:
+        """global_shape, with *placements* checked."""
         shape = list(local_shape)
-        placements = self._placements(placements, len(shape), "placements")
         for k, d in enumerate(placements):
             if type(d) is int:
                 shape[d] *= self.shape[k]
@@ -162,7 +169,7 @@ class DeviceMesh:
         if PARTIAL in placements:
             raise ValueError("shard cannot make a 'partial' layout: a tensor every rank holds "
                              "is replicated, not summed")
-        self.local_shape(a.shape, placements)       # each sharded dimension divides
+        self._local(a.shape, placements)            # each sharded dimension divides
         for k, d in enumerate(placements):
             if type(d) is int:
                 a = _block(a, d, self.shape[k], self.coordinate[k])
@@ -193,7 +200,7 @@ class DeviceMesh:
             if b == PARTIAL and a != PARTIAL:
                 raise ValueError(f"dst makes mesh dimension {k} 'partial' where src has "
                                  f"{a!r}: a redistribution sums, it does not split a sum")
-        self.local_shape(self.global_shape(local_shape, src), dst)     # dst divides
+        self._local(self._global(tuple(local_shape), src), dst)       # dst divides
         current: list = list(src)
         steps: list[tuple] = []
         # Note [Nested splits]: the splits already where dst has them (at
