@@ -83,7 +83,7 @@ class Handle:
         self._result = None
         self._error = None
         self.name = name
-        self._callbacks = []
+        self._callbacks: list = []
         self._progress = progress       # whose queue holds the call, if queued
         self._queued = False            # in that queue, not yet taken (under its lock)
 
@@ -100,6 +100,7 @@ class Handle:
         if not self._finished:
             if seconds is None:
                 if self._queued:
+                    assert self._progress is not None       # (a queued call has one)
                     self._progress.run_until(self)
                 self._gate.acquire()
             elif not self._gate.acquire(timeout=min(seconds, threading.TIMEOUT_MAX)):
@@ -145,7 +146,7 @@ class Progress:
         self._queue: collections.deque = collections.deque()
         self._cond = threading.Condition()
         self._pending = 0                   # queued or running
-        self._thread = None
+        self._thread: threading.Thread | None = None
         self._runner = None                 # the ident of the thread running a queued call
         self._closed = False
 

@@ -288,7 +288,8 @@ def _allgather_rd_program(p: int, r: int, counts) -> list:
     v = fold.virtual(r)
     blocks = blocks_from_counts(counts)
     lo, n = blocks[r]
-    mine, copy = ("x", 0, n), ("out", lo, lo + n)
+    mine: tuple | None = ("x", 0, n)
+    copy: tuple | None = ("out", lo, lo + n)
     whole = ("out", 0, sum(counts))
     steps = []
     if r < 2 * fold.rem:
@@ -368,6 +369,7 @@ class _RootedLane:
     root (rank order rotated by *rotate* bytes)."""
 
     __slots__ = ("shape", "total", "own", "up", "children", "rotate")
+    up: tuple | None                    # (parent, lo, hi) of what goes up; None at the root
 
     def __init__(self, c, plan, shape: tuple):
         p, r, root, counts = c.size, c.rank, plan.args.root, plan.args.counts
@@ -406,7 +408,8 @@ class _RootedLane:
         order straight in out), then sends it up."""
         lo, hi = self.own
         x = ("x", 0, hi - lo)
-        if not self.children:
+        if not self.children:                   # a leaf (p >= 2: not the root)
+            assert self.up is not None
             return _without_empty([_step("send", send=x, dest=self.up[0])])
         buf = "out" if self.rotate == 0 and self.up is None else "work"
         steps = [_step("copy", send=x, recv=(buf, lo, hi))]

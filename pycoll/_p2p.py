@@ -88,7 +88,8 @@ from pycoll.errors import CollectiveTimeout, MismatchError
 COPY_OVERLAP = 64 << 10
 SPIN = 2000            # deadline waits test this many times before sleeping between tests
 NAP = 50e-6
-NONE_CUT = frozenset()  # Channel._complete's, when no receive was truncated: no set per wait
+# Channel._complete's, when no receive was truncated: no set per wait
+NONE_CUT: frozenset = frozenset()
 
 
 def lands_in(out, acc, sending=None) -> bool:
@@ -130,10 +131,10 @@ class Channel:
         # Single messages go through C calls when the communicator has them
         # (pycoll/_mpicall.pyx); segmented transfers always through mpi4py.
         self._c = base.transport
-        self._peers = {}                    # id(request) -> (the rank it involves, its step)
-        self._expect = {}                   # id(receive request) -> (source, bytes expected, step)
+        self._peers: dict = {}              # id(request) -> (the rank it involves, its step)
+        self._expect: dict = {}             # id(receive request) -> (source, bytes expected, step)
         self._status = self._mpi.Status()   # a blocking mpi4py receive's
-        self._statuses = []                 # wait()'s, one per request
+        self._statuses: list = []           # wait()'s, one per request
         self.begin(None, "collective", "?", 0)
 
     def begin(self, deadline, collective: str, algorithm: str, steps: int) -> None:
@@ -142,7 +143,7 @@ class Channel:
         self.deadline, self.collective, self.algorithm, self.steps = deadline, collective, algorithm, steps
         self.step = 0
         self.start = time.monotonic()
-        self.short = None                   # (step, source, got, expected): Note [Message lengths]
+        self.short: tuple | None = None     # (step, source, got, expected): Note [Message lengths]
         if self._expect:                    # a call that raised left receives unwaited: their
             self._expect.clear()            # ids may come back as another request's
             self._peers.clear()
@@ -442,7 +443,7 @@ class Channel:
             pair = self.scratch("recv", 2 * slot)
             slots = (pair[:slot], pair[slot:])
         byte, tag, comm, reduce = self._byte, self.tag, self.comm, self.reduce
-        pending = [None, None]
+        pending: list = [None, None]
         sends = []
 
         def post(k):

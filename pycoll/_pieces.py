@@ -89,7 +89,7 @@ def joined_views(arrays, joins) -> list | None:
     arrays = [a for a in arrays if a.nbytes]
     if not all(a.flags.c_contiguous and a.flags.aligned for a in arrays):
         return None
-    runs = []                           # [first, last] array of each piece
+    runs: list = []                     # [first, last] array of each piece
     for k, a in enumerate(arrays):
         if k and joins[k - 1]:
             if not follows(arrays[k - 1], a):

@@ -50,7 +50,7 @@ class CollArgs:
     algorithm: str                  # as asked: a name or "auto"
     n: int
     dtype: DType
-    result: DType | None = None
+    result: DType
     op: Op | None = None
     root: int = 0
     counts: tuple = ()
@@ -122,6 +122,7 @@ def _lane(comm, args: CollArgs, algorithm: str, module, segment: int):
         return _scan_lane(comm, args, algorithm, module, segment)
     if args.collective not in ("allreduce", "reduce") or comm.transport is None:
         return None
+    assert args.op is not None
     # A lane of accumulate="float32" widens: Note [Widened lanes] in _lane_reduce.pyx.
     if args.n == 0 or comm.size == 1 and args.n <= segment:
         steps = []                          # Note [Empty lanes]; Note [Solo lanes] in _lanes.py
@@ -145,6 +146,7 @@ def _scan_lane(comm, args: CollArgs, algorithm: str, module, segment: int):
     that the linear chain sends it as one message, as its schedule does);
     else None. An empty vector keeps only the schedule's SEED (Note [Empty
     lanes] in _lanes.py)."""
+    assert args.op is not None
     if comm.transport is None or args.n > segment:
         return None
     p, r = comm.size, comm.rank
@@ -173,6 +175,7 @@ def _ring_allreduce_lane(comm, args: CollArgs, algorithm: str, module, segment: 
     is one C call as on the general path (Channel.sendrecv_reduce and
     sendrecv); else None. A rank in place receives into the lane's scratch,
     as sendrecv_reduce does."""
+    assert args.op is not None
     p = comm.size
     if p == 1:
         return None                         # larger than a segment: the general path copies
@@ -191,6 +194,7 @@ def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: 
     """The schedule of the plan's algorithm (the ring or recursive halving)
     for _lane_reduce.ReduceScatterLane, when every message is one segment (an
     empty block sends none); else None."""
+    assert args.op is not None
     p, r, counts = comm.size, comm.rank, args.counts
     if comm.transport is None:
         return None
@@ -200,7 +204,7 @@ def _reduce_scatter_lane(comm, args: CollArgs, algorithm: str, module, segment: 
                                  1 if args.op is Op.AVG else 0, True, "reduce_scatter",
                                  algorithm, args.result.code) if args.n <= segment else None
     if max(counts) == 0:
-        steps = ()                          # Note [Empty lanes] in _lanes.py
+        steps: tuple = ()                   # Note [Empty lanes] in _lanes.py
     elif not hasattr(module, "schedule"):
         return None
     else:

@@ -82,7 +82,7 @@ class Trials:
 
     def restart(self) -> None:
         """Try every candidate again (a single one is chosen at once)."""
-        self.times = [[] for _ in self.candidates]
+        self.times: list[list] = [[] for _ in self.candidates]
         self.calls, self._spent = 0, 0.0
         self.chosen = None if len(self.candidates) > 1 else self.candidates[0]
 

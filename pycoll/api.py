@@ -533,7 +533,8 @@ _digests: dict = {}
 def _digest(record: dict) -> tuple[int, str]:
     """(a 63-bit digest of *record*, its JSON text): the same on every rank
     for equal records (not Python's hash(), which is salted per process)."""
-    key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(record.items()))
+    key: tuple | None = tuple((k, tuple(v) if isinstance(v, list) else v)
+                              for k, v in sorted(record.items()))
     try:
         return _digests[key]
     except KeyError:
@@ -1339,7 +1340,8 @@ def _barrier_lane(c, timeout):
 
 def _barrier(c, async_op, timeout):
     def prepare():
-        plan = _plan(c, ("barrier",), lambda: CollArgs("barrier", "auto", 0, BY_NAME["uint8"]))
+        plan = _plan(c, ("barrier",), lambda: CollArgs("barrier", "auto", 0, BY_NAME["uint8"],
+                                                            BY_NAME["uint8"]))
         return {"collective": "barrier"}, lambda deadline: plan.run(deadline=deadline)
     lane = partial(_barrier_lane, c, timeout) if async_op else None
     return _call(c, "barrier", async_op, timeout, prepare, lane)

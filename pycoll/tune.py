@@ -74,7 +74,7 @@ def measure(calls: dict, barrier, reduce_max, budget: float, rounds: int = 5) ->
         call()
         once = max(reduce_max(time.perf_counter() - start), 1e-7)
         iters[name] = max(1, min(1000, int(budget / once)))
-    bursts = {name: [] for name in calls}
+    bursts: dict[str, list] = {name: [] for name in calls}
     for _ in range(rounds):
         for name, call in calls.items():
             barrier()
@@ -104,7 +104,7 @@ def time_segments(world, candidates: list, sizes: list, budget: float, barrier, 
         comms[segment] = pycoll.Communicator(world)
         with_segment(comms[segment], segment)
     p, rank = world.Get_size(), world.Get_rank()
-    times = {segment: {} for segment in candidates}
+    times: dict[int, dict] = {segment: {} for segment in candidates}
     try:
         for size in sizes:
             if size <= min(candidates):
@@ -196,7 +196,8 @@ def main(argv=None) -> int:
     library = MPI.Get_library_version()
     # Rank 0 writes the calibration at the end: a place it cannot write is
     # refused now, not after minutes of timing.
-    path = problem = None
+    path: Path | None = None
+    problem = None
     if rank == 0:
         path, problem = output_path(args.out, library, p)
     problem = world.bcast(problem)
@@ -236,12 +237,12 @@ def main(argv=None) -> int:
     with_segment(comm, segment)
     params = {"gamma": gamma, "kernel_cost": kernel_cost, "reduce_segment": segment,
               "algorithms": {}}
-    measured = {}
+    measured: dict = {}
     for collective in collectives:
         spec = SPECS[collective]
         params["algorithms"][collective], measured[collective] = {}, {}
         names = ALGORITHMS[collective]
-        samples = {name: [] for name in names}
+        samples: dict[str, list] = {name: [] for name in names}
         for size in sizes:
             # At least one element per block: 8 B at 4 ranks is no float32
             # element per block, an empty call that sends no data message,
@@ -270,6 +271,7 @@ def main(argv=None) -> int:
                 model = steps * alpha + wire * beta + red * gamma
                 say(f"{'':>36}{n:>10} B  measured {t * 1e6:10.1f} us  model {model * 1e6:10.1f} us")
     if rank == 0:
+        assert path is not None                 # (rank 0's output_path)
         path.write_text(json.dumps({
             "machine": socket.gethostname(), "mpi": " ".join(library.split()[:3]),
             "p": p, "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),

@@ -69,6 +69,7 @@ import math
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 from pycoll.algorithms import ALGORITHMS, REGISTRY
 
@@ -130,7 +131,7 @@ CALL_ALPHA = 5e-6
 # relative to float32, the reduction segment it chose and (alpha s,
 # beta s/B) per algorithm and regime. scan and barrier have no target and
 # are not calibrated (Note [Scan's terms]).
-DEFAULT_PARAMS = {
+DEFAULT_PARAMS: dict[str, Any] = {
     "gamma": 1.8e-11,
     "reduce_segment": REDUCE_SEGMENT,
     "kernel_cost": {'float32': 1.0, 'float64': 1.025, 'float16': 1.589, 'bfloat16': 1.226, 'int32': 1.015, 'complex64': 1.039},
@@ -312,7 +313,7 @@ def candidates(collective: str, n: int, p: int, settings, dtype: str | None = No
     params = settings.params or DEFAULT_PARAMS
     times = {a: modelled_time(collective, a, n, p, params, dtype) for a in ALGORITHMS[collective]}
     near = sorted((a for a in times if times[a] <= times[chosen] * (1 + TUNE_MARGIN)),
-                  key=times.get)
+                  key=times.__getitem__)
     return [chosen] + [a for a in near if a != chosen][:TUNE_MAX - 1]
 
 
@@ -327,7 +328,7 @@ def best(collective: str, n: int, p: int, settings, dtype: str | None = None,
         algorithm = settings.algorithms.get(collective) or "auto"
     names = ALGORITHMS[collective] if algorithm == "auto" else (algorithm,)
     if pieces:
-        names = [a for a in names if getattr(REGISTRY[collective][a], "PIECES", False)]
+        names = tuple(a for a in names if getattr(REGISTRY[collective][a], "PIECES", False))
     if not names:
         return None, math.inf
     return min(((a, modelled_time(collective, a, n, p, params, dtype)) for a in names),

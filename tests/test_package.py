@@ -99,6 +99,35 @@ def test_each_extension_has_a_stub_that_matches_it(name):
             assert all(hasattr(cls, n) for n in members), f"{stub.name}: {node.name} {members}"
 
 
+def test_the_package_carries_its_types(tmp_path):
+    """What build_py puts in a wheel beside the modules: py.typed (PEP 561:
+    type checkers read pycoll's annotations instead of refusing an untyped
+    import) and each extension's .pyi."""
+    root = Path(pycoll.__file__).parent.parent
+    if not (root / "setup.py").exists():
+        pytest.skip("pycoll is not imported from a source tree")
+    out = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "-d", str(tmp_path)],
+                         cwd=root, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    shipped = {str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*")}
+    wanted = {"pycoll/py.typed", *(name.replace(".", "/") + ".pyi" for name in EXTENSIONS)}
+    assert not wanted - shipped, f"missing from the build: {sorted(wanted - shipped)}"
+
+
+def test_mypy_finds_no_errors(tmp_path):
+    """pycoll type-checks clean under the project's mypy settings
+    (pyproject.toml). mypy is a developer's tool, not a test dependency:
+    without it this test skips."""
+    api = pytest.importorskip("mypy.api")
+    root = Path(pycoll.__file__).parent.parent
+    if not (root / "pyproject.toml").exists():
+        pytest.skip("pycoll is not imported from a source tree")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        report, errors, status = api.run(["--cache-dir", str(tmp_path / "cache")])
+    assert status == 0, report + errors
+
+
 def test_every_public_call_has_its_documentation():
     """help(comm.allreduce) shows pycoll.allreduce's docstring (the methods
     had none); every collective's shows what each rank holds."""

@@ -46,7 +46,7 @@ def schedule(p: int, r: int) -> tuple:
     v = fold.virtual(r)
     if v is None:                               # even rank of a pair: hand over, get back
         return ((SEND, r + 1), (RECV, r + 1))
-    out = []
+    out: list = []
     if r < 2 * fold.rem:
         out.append((RECV_REDUCE, r - 1, True))
     mask = 1

@@ -36,7 +36,7 @@ def schedule(p: int, r: int, root: int) -> tuple:
     """Rank r's steps (_schedule.py): receive-and-reduce from each child,
     own partial on the left, then send the partial to the parent."""
     rel = (r - root) % p
-    out = []
+    out: list = []
     mask = 1
     while mask < p:
         if rel & mask:

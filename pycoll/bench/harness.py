@@ -461,7 +461,7 @@ def measure_all(spec, benches, cases, comm, native, MPI, args, tuned_comm=None) 
     nine launches of reduce, allgather and broadcast of a report made
     then (bench/NOTES.md, "Rounds"). So every case takes the number of
     calls the fastest one needs to fill args.round_us."""
-    calls = {}
+    calls: dict = {}
     for case in cases:
         name, algorithm, inplace = case
         bench = benches[name][0]
@@ -474,7 +474,7 @@ def measure_all(spec, benches, cases, comm, native, MPI, args, tuned_comm=None) 
             on, name = (tuned_comm, "auto") if algorithm == TUNED else (comm, algorithm)
             calls[case] = (bench, lambda bench=bench, on=on, name=name, inplace=inplace:
                            spec.run(bench, on, name, inplace))
-    times = {case: [] for case in calls}
+    times: dict = {case: [] for case in calls}
     fastest = math.inf                      # the lowest warm-up time of a call, s
     for case, (bench, call) in calls.items():
         bench.fill()
@@ -506,7 +506,7 @@ def measure_all(spec, benches, cases, comm, native, MPI, args, tuned_comm=None) 
                 call()
             elapsed = (time.perf_counter() - start) / iters
             times[case].append(native.allreduce(elapsed, op=MPI.MAX))
-    results = {case: None for case in cases}
+    results: dict = {case: None for case in cases}
     for case, (bench, call) in calls.items():
         _, expected, size = benches[case[0]]
         elapsed = statistics.median(times[case])

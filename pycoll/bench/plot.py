@@ -26,7 +26,7 @@ def main(argv) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = defaultdict(lambda: defaultdict(list))
+    panels: defaultdict = defaultdict(lambda: defaultdict(list))
     metas = []
     for path in args.files:
         data = _read(parser, path)

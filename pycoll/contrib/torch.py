@@ -81,7 +81,7 @@ def _average(comm, tensor, into, accumulate) -> "torch.futures.Future[torch.Tens
     """Average *tensor* over the ranks in place, asynchronously; the Future
     completes with *into* (tensor's values copied in when it is another
     tensor)."""
-    future = torch.futures.Future()
+    future: torch.futures.Future = torch.futures.Future()
     handle = api.allreduce(tensor, Op.AVG, comm, out=tensor, accumulate=accumulate, async_op=True)
 
     def done(h):

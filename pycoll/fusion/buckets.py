@@ -83,7 +83,7 @@ def byte_cap(bucket_bytes) -> int:
         if not float(bucket_bytes).is_integer():
             raise ValueError(f"bucket_bytes must be a whole number of bytes, "
                              f"got {bucket_bytes!r}") from None
-        cap = int(bucket_bytes)
+        cap = int(float(bucket_bytes))     # a whole float (an int went above)
     if cap < 1:
         raise ValueError(f"bucket_bytes must be at least 1, got {bucket_bytes!r}")
     return cap
@@ -122,7 +122,7 @@ def _by_split(indices: list[int], dtypes: list, count: int) -> list[list[int]]:
             raise ValueError(f"split_indices must increase from above 0, got {indices}")
     if indices and indices[-1] >= count:
         raise ValueError(f"split index {indices[-1]} is out of range for {count} arrays")
-    buckets = []
+    buckets: list = []
     for lo, hi in zip([0] + indices, indices + [count]):
         by_dtype: OrderedDict = OrderedDict()
         for index in range(lo, hi):

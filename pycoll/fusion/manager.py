@@ -93,7 +93,7 @@ import numbers
 import operator
 import time
 import weakref
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -153,19 +153,22 @@ class FusionManager:
                              f"got {strategy!r}")
         self.strategy = strategy
         self.autotune = flag(autotune, "autotune") and strategy is None
-        self._layouts = collections.OrderedDict()  # signature -> agreed layouts (_agree)
-        self._trials = collections.OrderedDict()   # signature -> Trials, under autotune
+        # signature -> agreed layouts (_agree); -> Trials, under autotune
+        self._layouts: collections.OrderedDict = collections.OrderedDict()
+        self._trials: collections.OrderedDict = collections.OrderedDict()
         self._buffers: dict = {}        # (kind, dtype, nbytes, slot) -> persistent uint8 buffer
         self._packs: dict = {}          # bucket key -> (arrays, PackPlan)
-        self._last = None               # (arrays, (fusion, split), _Planned): the last call
-        self._zero: dict = {}           # kind -> (arrays, (fusion, split), units, inline): the last call
-        self._zero_shards = None        # (units, shards, their parts) of the last allgather
+        self._last: tuple | None = None     # (arrays, (fusion, split), _Planned): the last call
+        # kind -> (arrays, (fusion, split), units, inline): the last call
+        self._zero: dict = {}
+        self._zero_shards: tuple | None = None  # (units, shards, their parts) of the last allgather
         # the shards the last reduce_scatter returned (None where one went
         # alone), those sent alone as (index, weak reference), their owners
-        self._fresh = ((), (), frozenset())
-        self._out_ids = (None, frozenset())  # allgather units, ids of their out arrays and bases
-        self._inline = None             # _Inline of the last blocking allreduce's arrays
-        self._registered = None
+        self._fresh: tuple = ((), (), frozenset())
+        # allgather units, ids of their out arrays and bases
+        self._out_ids: tuple = (None, frozenset())
+        self._inline: _Inline | None = None     # _Inline of the last blocking allreduce's arrays
+        self._registered: dict | None = None
 
     def __repr__(self) -> str:
         return (f"<pycoll.FusionManager {self.op.value}, buckets of {self.bucket_bytes} B, "
@@ -453,6 +456,7 @@ class FusionManager:
         if strategy == "each":
             return None, functools.partial(each, members)
         if strategy == "pieces":
+            assert algorithm is not None        # (only "each" has none)
             dtype = dtype_of(members[0].dtype)
             pieces = joined_views(members, layout)
             if pieces is not None:
@@ -462,17 +466,22 @@ class FusionManager:
             # so that the messages are the other ranks'.
             plan = self._pack_plan(("allreduce", slot), members)
             buf = self._buffer(("allreduce", members[0].dtype.str, plan.nbytes, slot), plan.nbytes)
-            pieces = _cut(buf, members, layout)
-            return functools.partial(plan.pack, buf), lambda: (
-                api._fused_allreduce(c, pieces, dtype, op, algorithm), plan.unpack(buf))
+            cut = _cut(buf, members, layout)
+
+            def send_cut():
+                api._fused_allreduce(c, cut, dtype, op, algorithm)
+                plan.unpack(buf)
+            return functools.partial(plan.pack, buf), send_cut
         members, singles = way.parts(members)
         plan = self._pack_plan(("allreduce", slot), members)
-        dtype = members[0].dtype
-        buf = self._buffer(("allreduce", dtype.str, plan.nbytes, slot), plan.nbytes)
-        flat = buf.view(dtype)
-        return functools.partial(plan.pack, buf), lambda: (
-            c.allreduce(flat, op, algorithm, out=flat, accumulate=accumulate), plan.unpack(buf),
-            each(singles))
+        buf = self._buffer(("allreduce", members[0].dtype.str, plan.nbytes, slot), plan.nbytes)
+        flat = buf.view(members[0].dtype)
+
+        def send_packed():
+            c.allreduce(flat, op, algorithm, out=flat, accumulate=accumulate)
+            plan.unpack(buf)
+            each(singles)
+        return functools.partial(plan.pack, buf), send_packed
 
     def _pack_plan(self, key, members) -> PackPlan:
         """The PackPlan of these arrays: kept while the same arrays come back."""
@@ -724,7 +733,7 @@ class FusionManager:
             if how is not None:
                 self._layouts[key] = ways
                 _bound(self._layouts)
-        made = []
+        made: list = []
         for slot, (bucket, alone) in enumerate(ways):
             packed = [i for k, i in enumerate(bucket) if k not in alone]
             if packed:
@@ -783,7 +792,7 @@ class FusionManager:
         go = tuple(j for j, (k, t) in enumerate(zip(sizes, singles)) if t < k * per_byte)
         if go and sum(1 for j, k in enumerate(sizes) if k and j not in go) > 1:
             costs[go] = packed(n - sum(sizes[j] for j in go)) + sum(singles[j] for j in go)
-        return min(costs, key=costs.get)
+        return min(costs, key=costs.__getitem__)
 
     def _by_turns(self, steps: list, name: str) -> None:
         """Run a blocking fused call's buckets, (pack, send, bytes packed)
@@ -837,6 +846,10 @@ class _Inline:
     that small all of them run here, and otherwise none does."""
 
     __slots__ = ("rows", "how", "steps", "progress")
+    rows: tuple                         # (array, shape, dtype) of each array
+    how: tuple                          # (fusion, split_indices), frozen
+    steps: tuple                        # the calls, in order
+    progress: Any                       # the communicator's progress queue
 
     @classmethod
     def make(cls, fm: "FusionManager", last, planned: "_Planned") -> "_Inline | None":
@@ -904,6 +917,8 @@ class Joins(tuple):
     in memory on every rank; *small*: the bucket's bytes on small pages on
     some rank."""
 
+    small: int
+
     def __new__(cls, joins, small: int = 0):
         self = super().__new__(cls, joins)
         self.small = small
@@ -952,7 +967,9 @@ def _cut(buf, members, layout) -> list:
     for a in members:
         places.append(buf[at:at + a.nbytes])
         at += a.nbytes
-    return joined_views(places, layout)
+    views = joined_views(places, layout)
+    assert views is not None                # places one after another join as agreed
+    return views
 
 
 def _frozen(values):
@@ -1019,7 +1036,7 @@ class _ZeroBucket:
             self.unpack = functools.partial(plan.unpack, self.buf)
             self.rows = tuple(k // item for k in counts)
             self.mine = self.flat[start // item:start // item + self.rows[r]]
-            self.shards = None              # (the part last packed, its PackPlan)
+            self.shards: tuple | None = None    # (the part last packed, its PackPlan)
 
     def pack_own(self, part: list) -> None:
         """allgather: this rank's shards (*part*, a list from _shard_parts,
