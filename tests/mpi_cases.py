@@ -4389,7 +4389,11 @@ def group_timeout(run):
     "gather:binomial" (root 0; at p = 2, where the root is the only rank
     left waiting), "allgather:ring", "alltoall:pairwise",
     "broadcast:binomial" and "scatter:linear" (from the missing rank),
-    "barrier:dissemination" (else allreduce)."""
+    "barrier:dissemination" (else allreduce). With "sends" after it, the
+    collective is a gather of 1 MiB a sender to the missing rank (in
+    segments larger than MPI sends eagerly: the test sets 64 KiB), so
+    each sender times out with sends pending, which it must not cancel
+    (Note [Pending sends] in pycoll/_p2p.py)."""
 
     comm, p, r = run.comm, run.p, run.r
     algorithm = sys.argv[2] if len(sys.argv) > 2 else "auto"
@@ -4397,7 +4401,8 @@ def group_timeout(run):
     collective = collective or "allreduce"
     missing = p - 1
     call = getattr(comm, collective)
-    if collective in ("broadcast", "scatter"):
+    sends = len(sys.argv) > 3 and sys.argv[3] == "sends"
+    if collective in ("broadcast", "scatter") or sends:
         call = functools.partial(call, root=missing)     # every other rank waits for it
     if collective == "barrier":
         call = lambda x, algorithm, **kwargs: comm.barrier(**kwargs)  # noqa: E731
@@ -4418,7 +4423,7 @@ def group_timeout(run):
     timeout = 1.0
     peer, elapsed = None, 0.0
     # a lane takes messages of one segment (256 B in the tests), a gather's all p blocks
-    x = np.ones(64 if not on_lane else 4 if collective == "gather" else 16)
+    x = np.ones(1 << 17 if sends else 64 if not on_lane else 4 if collective == "gather" else 16)
     # what a broken communicator must refuse: lanes and kept buckets made
     # before the timeout (a barrier, an allgather, a FusionManager's)
     fm = pycoll.FusionManager(Op.SUM, comm=comm)

@@ -47,6 +47,14 @@ def test_a_missing_rank_makes_the_others_time_out(p, algorithm):
     run_ranks(p, "timeout", algorithm)
 
 
+@pytest.mark.parametrize("p", [2, 3])
+def test_a_rank_timing_out_with_sends_pending(p):
+    """A gather whose root never joins, 16 segments of 64 KiB a sender
+    (past MPI's eager sends): every sender raises CollectiveTimeout with
+    its sends still pending (MPICH 5 crashed when they were cancelled)."""
+    run_ranks(p, "timeout", "gather:linear", "sends", env={"PYCOLL_SEGMENT_BYTES": "65536"})
+
+
 @pytest.mark.parametrize("p,algorithm", [(2, "recursive_doubling"), (3, "recursive_doubling"),
                                          (4, "tree"), (5, "tree"), (3, "reduce_scatter:ring"),
                                          (2, "reduce_scatter:recursive_halving"),
