@@ -1,7 +1,9 @@
 """Pieces: many arrays as one byte vector, and how transfers cut it."""
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
+from pycoll._p2p import in_turns
 from pycoll._pieces import Pieces, follows, joined_views, segments
 
 
@@ -52,3 +54,14 @@ def test_a_packed_bucket_is_cut_where_the_layout_cuts():
     assert [len(v) for v in _cut(buf, members, (False, True))] == [12, 24]
     assert [len(v) for v in _cut(buf, members, (True, True))] == [36]
     assert [len(v) for v in _cut(buf, members, (False, False))] == [12, 8, 16]
+
+
+@given(st.lists(st.integers(0, 5), max_size=6))
+def test_a_gather_posts_its_receives_in_turns(lengths):
+    """Channel.irecv_each's order (Note [Posting in turns] in
+    pycoll/_p2p.py): every segment of every source once, segment k of
+    each source (in their order) before segment k + 1 of any."""
+    cuts = [[(10 * k, 10 * k + 10) for k in range(n)] for n in lengths]
+    order = in_turns(cuts)
+    assert sorted(order) == sorted((i, lo, hi) for i, c in enumerate(cuts) for lo, hi in c)
+    assert order == sorted(order, key=lambda posted: (posted[1], posted[0])), order

@@ -60,11 +60,11 @@ def binomial_gather(ch, buf, blocks, root, rank, size, own):
         return
     lo, n = blocks[rel]
     buf[lo:lo + n] = own
-    recvs = []
+    transfers = []
     for first, last in children:
         clo, cn = span(blocks, first, last)
-        recvs += ch.irecv(buf[clo:clo + cn], (first + root) % size)
-    ch.wait(recvs)
+        transfers.append((buf[clo:clo + cn], (first + root) % size))
+    ch.wait(ch.irecv_each(transfers))
     if parent is not None:
         lo, n = span(blocks, rel, min(rel + mask, size))
         ch.send(buf[lo:lo + n], parent)

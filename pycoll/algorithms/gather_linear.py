@@ -25,11 +25,11 @@ def run(t):
         ch.send(t.send, root)
         return
     displs = t.displs
-    recvs = []
+    transfers = []
     for i in range(p):
         block = t.out[displs[i]:displs[i] + t.counts[i]]
         if i == root:
             block[:] = t.send
         else:
-            recvs += ch.irecv(block, i)
-    ch.wait(recvs)
+            transfers.append((block, i))
+    ch.wait(ch.irecv_each(transfers))
