@@ -107,7 +107,7 @@ def _layout(shape, dtype) -> tuple:
 def _mapped(shape, dtype, nbytes: int, length: int, align: int, advice: int) -> np.ndarray:
     """The array at the first *align* boundary of a new private anonymous
     mapping of *length* bytes, advised *advice* before anything touches it."""
-    assert _PRIVATE is not None and _ANONYMOUS is not None     # (empty checked)
+    assert _PRIVATE is not None and _ANONYMOUS is not None     # (empty() checked both)
     region = mmap.mmap(-1, length, flags=_PRIVATE | _ANONYMOUS)
     try:
         region.madvise(advice)
