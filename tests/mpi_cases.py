@@ -4393,7 +4393,9 @@ def group_timeout(run):
     collective is a gather of 1 MiB a sender to the missing rank (in
     segments larger than MPI sends eagerly: the test sets 64 KiB), so
     each sender times out with sends pending, which it must not cancel
-    (Note [Pending sends] in pycoll/_p2p.py)."""
+    (Note [Pending sends] in pycoll/_p2p.py). With "large" instead, x
+    has 8192 elements: a rank waits on hundreds of segments, tested a
+    window at a time (Note [Testing in windows])."""
 
     comm, p, r = run.comm, run.p, run.r
     algorithm = sys.argv[2] if len(sys.argv) > 2 else "auto"
@@ -4423,7 +4425,9 @@ def group_timeout(run):
     timeout = 1.0
     peer, elapsed = None, 0.0
     # a lane takes messages of one segment (256 B in the tests), a gather's all p blocks
-    x = np.ones(1 << 17 if sends else 64 if not on_lane else 4 if collective == "gather" else 16)
+    large = len(sys.argv) > 3 and sys.argv[3] == "large"
+    x = np.ones(1 << 17 if sends else 8192 if large else 64 if not on_lane
+                else 4 if collective == "gather" else 16)
     # what a broken communicator must refuse: lanes and kept buckets made
     # before the timeout (a barrier, an allgather, a FusionManager's)
     fm = pycoll.FusionManager(Op.SUM, comm=comm)

@@ -47,6 +47,15 @@ def test_a_missing_rank_makes_the_others_time_out(p, algorithm):
     run_ranks(p, "timeout", algorithm)
 
 
+@pytest.mark.parametrize("p,algorithm", [(2, "gather:linear"), (3, "allgather:ring")])
+def test_a_timeout_while_waiting_on_many_segments(p, algorithm):
+    """The same with 64 KiB a rank in the tests' 256-byte segments: each
+    rank waits on hundreds of requests, tested a window at a time (Note
+    [Testing in windows] in pycoll/_p2p.py), and still times out by the
+    deadline, naming the missing rank."""
+    run_ranks(p, "timeout", algorithm, "large")
+
+
 @pytest.mark.parametrize("p", [2, 3])
 def test_a_rank_timing_out_with_sends_pending(p):
     """A gather whose root never joins, 16 segments of 64 KiB a sender

@@ -153,7 +153,7 @@ class FusionManager:
                              f"got {strategy!r}")
         self.strategy = strategy
         self.autotune = flag(autotune, "autotune") and strategy is None
-        # signature -> agreed layouts (_agree); -> Trials, under autotune
+        # signature -> its agreed layouts (_agree); and, under autotune, its Trials
         self._layouts: collections.OrderedDict = collections.OrderedDict()
         self._trials: collections.OrderedDict = collections.OrderedDict()
         self._buffers: dict = {}        # (kind, dtype, nbytes, slot) -> persistent uint8 buffer
