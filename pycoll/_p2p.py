@@ -281,7 +281,7 @@ class Channel:
     # of 4.5 MB a rank at p = 7 in 256-byte segments (the tests' size;
     # 105,000 receives at the root) did not finish in 200 s on MPICH. In
     # turns (segment k of every source before segment k + 1 of any) a
-    # message walks about one entry a source: 5.3 s.
+    # message walks about one entry a source: 4.5-5.3 s.
 
     def irecv_each(self, transfers: list) -> list:
         """Start receiving into each (buf, source) of *transfers*, one
@@ -326,11 +326,12 @@ class Channel:
     # ~~~~~~~~~~~~~~~~~~~~~~~~~
     # A wait by a deadline tests its requests, and MPI_Testall looks at
     # every one each time until all are done: a gather of 105,000 segments
-    # (Note [Posting in turns]) took 13-16 s with a deadline against 5 s
-    # without. Testing the first TEST_WINDOW requests until they are done,
-    # then the next, looks at a few each time; every request still makes
-    # progress meanwhile, as MPI moves all of them whichever are tested.
-    # At the deadline all of them are given up (_expire), not the window's.
+    # (Note [Posting in turns]) took 17.0-19.6 s with a deadline against
+    # 4.5 s without. Testing the first TEST_WINDOW requests until they are
+    # done, then the next, looks at a few each time: 6.0-6.9 s (MPICH,
+    # p = 7, two launches each). Every request still makes progress
+    # meanwhile, as MPI moves all of them whichever are tested. At the
+    # deadline all of them are given up (_expire), not the window's.
 
     def _expire(self, requests: list):
         """The deadline has passed: cancel the pending receives, break the
