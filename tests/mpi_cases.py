@@ -4403,7 +4403,8 @@ def group_timeout(run):
     collective = collective or "allreduce"
     missing = p - 1
     call = getattr(comm, collective)
-    sends = len(sys.argv) > 3 and sys.argv[3] == "sends"
+    mode = sys.argv[3] if len(sys.argv) > 3 else None     # "lane", "sends", "large" or none
+    sends, large, on_lane = mode == "sends", mode == "large", mode == "lane"
     if collective in ("broadcast", "scatter") or sends:
         call = functools.partial(call, root=missing)     # every other rank waits for it
     if collective == "barrier":
@@ -4419,13 +4420,11 @@ def group_timeout(run):
             "broadcast": lambda y: y,
             "scatter": lambda y: np.array_split(y, p)[r],
             "barrier": lambda y: None}[collective]
-    on_lane = len(sys.argv) > 3 and sys.argv[3] == "lane"
     default = len(sys.argv) > 4 and sys.argv[4] == "default"
     assert not default or comm.settings.timeout == 1.0, comm.settings
     timeout = 1.0
     peer, elapsed = None, 0.0
     # a lane takes messages of one segment (256 B in the tests), a gather's all p blocks
-    large = len(sys.argv) > 3 and sys.argv[3] == "large"
     x = np.ones(1 << 17 if sends else 8192 if large else 64 if not on_lane
                 else 4 if collective == "gather" else 16)
     # what a broken communicator must refuse: lanes and kept buckets made
