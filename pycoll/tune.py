@@ -157,7 +157,8 @@ def output_path(out: str | None, library: str, p: int) -> tuple:
     return path, None
 
 
-def main(argv=None) -> int:
+def parse_args(argv) -> tuple:
+    """(the parser, its checked arguments)."""
     parser = argparse.ArgumentParser(prog="python -m pycoll.tune", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=size_list, default=",".join(SIZES),
                         help="sizes in bytes (one block for block ops), comma-separated")
@@ -171,14 +172,81 @@ def main(argv=None) -> int:
     parser.add_argument("--budget", type=positive_seconds, default=0.02,
                         help="seconds of timing per measurement")
     args = parser.parse_args(argv)
-    sizes = args.sizes
-    collectives = args.collectives.split(",")
-    candidates = sorted(set(args.segments))
-    if not all(1 <= c <= tuning.WHOLE for c in candidates):
+    args.collectives = args.collectives.split(",")
+    args.segments = sorted(set(args.segments))
+    if not all(1 <= c <= tuning.WHOLE for c in args.segments):
         parser.error(f"--segments: every segment must be between 1 and {tuning.WHOLE} bytes")
-    for c in collectives:
+    for c in args.collectives:
         if c not in COLLECTIVES:
             parser.error(f"--collectives: unknown {c}; expected {', '.join(COLLECTIVES)}")
+    return parser, args
+
+
+def choose_segment(comm, world, args, barrier, reduce_max, say) -> tuple:
+    """(the reductions' segment, {candidate: times} when they were timed):
+    PYCOLL_SEGMENT_BYTES where it is set, the one candidate given, or
+    the candidate that timed fastest (tuning.choose_reduce_segment)."""
+    candidates = args.segments
+    if comm.settings.segment_bytes:
+        say(f"# reduce_segment {comm.settings.segment_bytes} B: PYCOLL_SEGMENT_BYTES is set, "
+            f"and every transfer is cut at it")
+        return comm.settings.segment_bytes, {}
+    segment_times: dict = {}
+    if len(candidates) == 1:
+        segment = candidates[0]
+    else:
+        segment_times = time_segments(world, candidates, args.sizes, args.budget, barrier,
+                                      reduce_max)
+        if any(segment_times.values()):
+            segment = world.bcast(tuning.choose_reduce_segment(segment_times))
+            for c, cases in segment_times.items():
+                say(f"# reduce_segment {c:>10} B: " + "  ".join(
+                    f"{case} {t * 1e6:.0f} us" for case, t in cases.items()))
+        else:
+            segment = tuning.REDUCE_SEGMENT
+            say(f"# no size above {min(candidates)} B: the candidates would send the same messages")
+    say(f"# reduce_segment {segment} B")
+    return segment, segment_times
+
+
+def fit_collective(collective: str, comm, args, gamma: float, barrier, reduce_max, say) -> tuple:
+    """({algorithm: {regime: (alpha, beta)}}, {algorithm: [(bytes, seconds)]}):
+    every algorithm of *collective* timed at every size (float32), each
+    fitted to its own cost terms, regime by regime."""
+    spec, names, p = SPECS[collective], ALGORITHMS[collective], comm.size
+    samples: dict[str, list] = {name: [] for name in names}
+    for size in args.sizes:
+        # At least one element per block: 8 B at 4 ranks is no float32
+        # element per block, an empty call that sends no data message,
+        # and fitted into the tiny regime it made the ring look cheaper
+        # there than recursive doubling (allgather, MPICH, p = 4).
+        count = max(1, spec.blocks(size, 4, p))
+        bench = Bench(spec, np.float32, count, p, comm.rank, 0, Op.SUM)
+        bench.fill()
+        n = count * 4
+        times = measure({name: (lambda name=name: spec.run(bench, comm, name, False))
+                         for name in names}, barrier, reduce_max, args.budget)
+        for name in names:
+            module = REGISTRY[collective][name]
+            samples[name].append((module.steps(p), module.bytes_on_wire(n, p),
+                                  module.reduce_bytes(n, p), times[name], n))
+    fits, measured = {}, {}
+    for name, points in samples.items():
+        pieces = {piece: tuning.fit([s[:4] for s in points if tuning.regime(s[4]) == piece], gamma)
+                  for piece in tuning.REGIMES}
+        fits[name] = pieces
+        measured[name] = [(n, t) for *_, t, n in points]
+        say(f"{collective:>15} {name:<19} " + "  ".join(
+            f"{k}: alpha {a:.2e} beta {b:.2e}" for k, (a, b) in pieces.items()))
+        for (steps, wire, red, t, n) in points:
+            alpha, beta = pieces[tuning.regime(n)]
+            model = steps * alpha + wire * beta + red * gamma
+            say(f"{'':>36}{n:>10} B  measured {t * 1e6:10.1f} us  model {model * 1e6:10.1f} us")
+    return fits, measured
+
+
+def main(argv=None) -> int:
+    parser, args = parse_args(argv)
 
     from mpi4py import MPI
 
@@ -207,7 +275,8 @@ def main(argv=None) -> int:
         if rank == 0:
             parser.error(problem)
         return 2
-    say(f"# pycoll.tune: {p} ranks, {' '.join(library.split()[:3])}, sizes {','.join(map(str, sizes))} B")
+    say(f"# pycoll.tune: {p} ranks, {' '.join(library.split()[:3])}, "
+        f"sizes {','.join(map(str, args.sizes))} B")
     # gamma: the kernel's time per reduced byte, float32 and relative per dtype.
     gammas = {name: world.bcast(tuning.kernel_gamma(name) if rank == 0 else None)
               for name in ("float32", "float64", "float16", "bfloat16", "int32", "complex64")}
@@ -215,67 +284,20 @@ def main(argv=None) -> int:
     kernel_cost = {name: round(g / gamma, 3) for name, g in gammas.items()}
     say(f"# gamma {gamma:.2e} s/B (float32); kernel cost per byte: {kernel_cost}")
     # The reductions' segment first: every fit below is made with it.
-    segment_times = {}
-    if comm.settings.segment_bytes:
-        segment = comm.settings.segment_bytes
-        say(f"# reduce_segment {segment} B: PYCOLL_SEGMENT_BYTES is set, and every "
-            f"transfer is cut at it")
-    elif len(candidates) == 1:
-        segment = candidates[0]
-    else:
-        segment_times = time_segments(world, candidates, sizes, args.budget, barrier, reduce_max)
-        if any(segment_times.values()):
-            segment = world.bcast(tuning.choose_reduce_segment(segment_times))
-            for c, cases in segment_times.items():
-                say(f"# reduce_segment {c:>10} B: " + "  ".join(
-                    f"{case} {t * 1e6:.0f} us" for case, t in cases.items()))
-        else:
-            segment = tuning.REDUCE_SEGMENT
-            say(f"# no size above {min(candidates)} B: the candidates would send the same messages")
-    if not comm.settings.segment_bytes:     # (said above when it is set)
-        say(f"# reduce_segment {segment} B")
+    segment, segment_times = choose_segment(comm, world, args, barrier, reduce_max, say)
     with_segment(comm, segment)
-    params = {"gamma": gamma, "kernel_cost": kernel_cost, "reduce_segment": segment,
-              "algorithms": {}}
+    params: dict = {"gamma": gamma, "kernel_cost": kernel_cost, "reduce_segment": segment,
+                    "algorithms": {}}
     measured: dict = {}
-    for collective in collectives:
-        spec = SPECS[collective]
-        params["algorithms"][collective], measured[collective] = {}, {}
-        names = ALGORITHMS[collective]
-        samples: dict[str, list] = {name: [] for name in names}
-        for size in sizes:
-            # At least one element per block: 8 B at 4 ranks is no float32
-            # element per block, an empty call that sends no data message,
-            # and fitted into the tiny regime it made the ring look cheaper
-            # there than recursive doubling (allgather, MPICH, p = 4).
-            count = max(1, spec.blocks(size, 4, p))
-            bench = Bench(spec, np.float32, count, p, rank, 0, Op.SUM)
-            bench.fill()
-            n = count * 4
-            times = measure({name: (lambda name=name: spec.run(bench, comm, name, False))
-                             for name in names}, barrier, reduce_max, args.budget)
-            for name in names:
-                module = REGISTRY[collective][name]
-                samples[name].append((module.steps(p), module.bytes_on_wire(n, p),
-                                      module.reduce_bytes(n, p), times[name], n))
-        for name, points in samples.items():
-            pieces = {piece: tuning.fit([s[:4] for s in points if tuning.regime(s[4]) == piece],
-                                        gamma)
-                      for piece in tuning.REGIMES}
-            params["algorithms"][collective][name] = pieces
-            measured[collective][name] = [(n, t) for *_, t, n in points]
-            say(f"{collective:>15} {name:<19} " + "  ".join(
-                f"{k}: alpha {a:.2e} beta {b:.2e}" for k, (a, b) in pieces.items()))
-            for (steps, wire, red, t, n) in points:
-                alpha, beta = pieces[tuning.regime(n)]
-                model = steps * alpha + wire * beta + red * gamma
-                say(f"{'':>36}{n:>10} B  measured {t * 1e6:10.1f} us  model {model * 1e6:10.1f} us")
+    for collective in args.collectives:
+        params["algorithms"][collective], measured[collective] = fit_collective(
+            collective, comm, args, gamma, barrier, reduce_max, say)
     if rank == 0:
         assert path is not None                 # (rank 0's output_path)
         path.write_text(json.dumps({
             "machine": socket.gethostname(), "mpi": " ".join(library.split()[:3]),
             "p": p, "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "sizes": sizes, "params": params, "measured": measured,
+            "sizes": args.sizes, "params": params, "measured": measured,
             "segments": {str(c): cases for c, cases in segment_times.items()}}, indent=1))
         print(f"# wrote {path}", flush=True)
     world.Free()
