@@ -262,6 +262,23 @@ def json_problem(path: str) -> str | None:
     return None if os.access(folder, os.W_OK | os.X_OK) else f"directory {str(folder)!r} is not writable"
 
 
+def refusal(args, p: int, rank: int, native) -> str | None:
+    """Why the run cannot go ahead (the same on every rank), or None:
+    a root out of range, more memory than the machine has, a --json path
+    rank 0 cannot write (refused now, not after the whole sweep)."""
+    if not 0 <= args.root < p:
+        return f"-r {args.root} is out of range for {p} ranks"
+    needed, available = bytes_needed(args, p), memory_available() if rank == 0 else 0
+    available = native.bcast(available, root=0)
+    if available and needed > available:
+        return (f"-e {args.maxbytes} needs about {needed} bytes on {p} ranks, more than the "
+                f"{available} bytes available")
+    unwritable = native.bcast(json_problem(args.json) if rank == 0 and args.json else None)
+    if unwritable:
+        return f"--json {args.json}: {unwritable}"
+    return None
+
+
 def run(args) -> int:
     from mpi4py import MPI
 
@@ -270,29 +287,25 @@ def run(args) -> int:
     wanted = any(TUNED in algorithms_for(op, args.algorithms) for op in args.ops)
     tuned_comm = pycoll.Communicator(autotune=True) if wanted else None
     native = MPI.COMM_WORLD.Dup()          # native collectives and the harness's own sync
+    try:
+        problem = refusal(args, comm.size, comm.rank, native)
+        if problem:
+            if comm.rank == 0:
+                print(f"python -m pycoll.bench: error: {problem}", file=sys.stderr)
+            return 2
+        return sweep(args, comm, tuned_comm, native, MPI)
+    finally:
+        native.Free()
+        comm.free()
+        if tuned_comm is not None:
+            tuned_comm.free()
+
+
+def sweep(args, comm, tuned_comm, native, MPI) -> int:
+    """Every (op, dtype group, redop, size) of *args*: the table on rank
+    0's stdout, --json at the end; 1 when a result was wrong."""
     p, rank = comm.size, comm.rank
     table = Table(rank)
-    if not 0 <= args.root < p:
-        if rank == 0:
-            print(f"python -m pycoll.bench: error: -r {args.root} is out of range for {p} ranks",
-                  file=sys.stderr)
-        return 2
-    needed, available = bytes_needed(args, p), memory_available() if rank == 0 else 0
-    available = native.bcast(available, root=0)
-    if available and needed > available:
-        if rank == 0:
-            print(f"python -m pycoll.bench: error: -e {args.maxbytes} needs about {needed} bytes "
-                  f"on {p} ranks, more than the {available} bytes available", file=sys.stderr)
-        return 2
-    # Rank 0 writes --json at the end: a path it cannot write is refused
-    # now, not after the whole sweep.
-    unwritable = native.bcast(json_problem(args.json) if rank == 0 and args.json else None)
-    if unwritable:
-        if rank == 0:
-            print(f"python -m pycoll.bench: error: --json {args.json}: {unwritable}",
-                  file=sys.stderr)
-        return 2
-
     # Open MPI's version string ends in a NUL byte.
     library = " ".join(MPI.Get_library_version().replace("\0", "").strip().splitlines()[0].split())
     meta = {"mpi": library, "p": p, "pycoll": pycoll.__version__,
@@ -308,10 +321,8 @@ def run(args) -> int:
     groups = [args.dtypes] if args.equal_counts else [[d] for d in args.dtypes]
     for op in args.ops:
         spec = SPECS[op]
-        algorithms = algorithms_for(op, args.algorithms)
         for group in groups:
-            redops = args.redops if spec.reduces else [None]
-            for redop in redops:
+            for redop in (args.redops if spec.reduces else [None]):
                 dtypes = []
                 for dtype in group:
                     try:
@@ -320,31 +331,11 @@ def run(args) -> int:
                         dtypes.append(dtype)
                     except TypeError as exc:
                         table.print(f"#\n# {op} {dtype.name}: skipped, {exc}")
-                if not dtypes:
-                    continue
-                root = args.root if spec.rooted else -1
-                redop_name = redop.value if redop is not None else "none"
-                table.header(f"{op}  {','.join(d.name for d in dtypes)}  {redop_name}  "
-                             f"root {root}  busbw factor {spec.factor(p):.3f}"
-                             + ("  (equal counts)" if args.equal_counts else ""))
-                for size in sizes(args.minbytes, args.maxbytes, args.stepfactor):
-                    count = spec.blocks(size, group[0].itemsize, p)
-                    benches = {}
-                    for dtype in dtypes:
-                        actual = spec.size(count, dtype.itemsize, p)
-                        rounded |= actual != size and dtype is group[0]
-                        bench = Bench(spec, dtype.numpy, count, p, rank, max(root, 0),
-                                      redop or Op.SUM, memory=args.memory)
-                        expected = spec.expected(bench) if args.check else None
-                        benches[dtype.name] = (bench, expected, actual)
-                    cases = [(d.name, a, inplace) for d in dtypes for a in algorithms
-                             for inplace in (False, True) if not inplace or spec.has_inplace]
-                    results = measure_all(spec, benches, cases, comm, native, MPI, args,
-                                          tuned_comm)
-                    for dtype in dtypes:
-                        case = {"op": op, "dtype": dtype.name, "redop": redop_name,
-                                "root": root, "size": benches[dtype.name][2], "count": count}
-                        rows += report(table, spec, case, algorithms, results)
+                if dtypes:
+                    more, cut = sweep_sizes(table, args, op, group[0], dtypes, redop, comm,
+                                            tuned_comm, native, MPI)
+                    rows += more
+                    rounded |= cut
     wrong = sum(r["wrong"] for r in rows)
     if rounded:
         table.print("# Sizes that do not divide into whole elements (and, for ops that cut the "
@@ -356,11 +347,40 @@ def run(args) -> int:
     if args.json and rank == 0:
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    native.Free()
-    comm.free()
-    if tuned_comm is not None:
-        tuned_comm.free()
     return 0 if wrong == 0 else 1
+
+
+def sweep_sizes(table, args, op: str, first, dtypes: list, redop, comm, tuned_comm, native,
+                MPI) -> tuple:
+    """(JSON rows, whether a size was rounded down) of one op, dtype group
+    and redop at every size; *first*, the group's first dtype, sets the
+    element count (-E)."""
+    spec, p, rank = SPECS[op], comm.size, comm.rank
+    algorithms = algorithms_for(op, args.algorithms)
+    root = args.root if spec.rooted else -1
+    redop_name = redop.value if redop is not None else "none"
+    table.header(f"{op}  {','.join(d.name for d in dtypes)}  {redop_name}  "
+                 f"root {root}  busbw factor {spec.factor(p):.3f}"
+                 + ("  (equal counts)" if args.equal_counts else ""))
+    rows, rounded = [], False
+    for size in sizes(args.minbytes, args.maxbytes, args.stepfactor):
+        count = spec.blocks(size, first.itemsize, p)
+        benches = {}
+        for dtype in dtypes:
+            actual = spec.size(count, dtype.itemsize, p)
+            rounded |= actual != size and dtype is first
+            bench = Bench(spec, dtype.numpy, count, p, rank, max(root, 0),
+                          redop or Op.SUM, memory=args.memory)
+            expected = spec.expected(bench) if args.check else None
+            benches[dtype.name] = (bench, expected, actual)
+        cases = [(d.name, a, inplace) for d in dtypes for a in algorithms
+                 for inplace in (False, True) if not inplace or spec.has_inplace]
+        results = measure_all(spec, benches, cases, comm, native, MPI, args, tuned_comm)
+        for dtype in dtypes:
+            case = {"op": op, "dtype": dtype.name, "redop": redop_name,
+                    "root": root, "size": benches[dtype.name][2], "count": count}
+            rows += report(table, spec, case, algorithms, results)
+    return rows, rounded
 
 
 def report(table, spec, case: dict, algorithms, results) -> list:
