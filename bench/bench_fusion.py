@@ -19,7 +19,7 @@ the rounds:
 The flat buffer (numpy madvises allocations of 4 MiB and more for
 transparent huge pages) is also measured on 4 KiB pages, as most of the
 separately allocated arrays are: MPICH's single-copy path reads a sender's
-huge pages about twice as fast (see the README's fusion section).
+huge pages about twice as fast (bench/PERFORMANCE.md, "Pages, not fusion").
 """
 import argparse
 import ctypes
