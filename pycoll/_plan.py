@@ -254,9 +254,9 @@ def _plan(c: Communicator, key: tuple, build) -> Plan:
 # "auto" and its pick settled on their ways apart, and a program that
 # used both paid twice for the settling and the memory. (It did not bring
 # the benchmark's "auto" closer to its pick timed under its own name: that
-# gap, up to 1.3x in one launch, is the noise between turns; bench/PERFORMANCE.md,
-# "auto within 10%".) Scatter's root and header lanes, which answer to the
-# header the root sends, keep one per name.
+# gap, up to 1.3x in one launch, is the noise between turns;
+# bench/PERFORMANCE.md, "auto within 10%".) Scatter's root and header
+# lanes, which answer to the header the root sends, keep one per name.
 
 def _named_key(key: tuple, algorithm):
     """*key* with its "auto" replaced by *algorithm*; None when *key* names

@@ -30,11 +30,12 @@ algorithms, whose float sums may round differently (every rank of one
 launch still gets the same bits).
 
 Measured (bench/autotune.py, three launches per library;
-bench/PERFORMANCE.md, "Choosing by timing"): at p = 2 "tuned" was within 10% of the fastest
-algorithm in 21 and 20 of 24 cases against the model's 13 and 11 (MPICH,
-Open MPI); at p = 4 on two cores, 20 and 16 against 20 and 22, and the
-trials' picks at 1 MiB differed in every launch (with four ranks on two
-cores, a guess: a burst's time is mostly the scheduler's).
+bench/PERFORMANCE.md, "Choosing by timing"): at p = 2 "tuned" was within
+10% of the fastest algorithm in 21 and 20 of 24 cases against the
+model's 13 and 11 (MPICH, Open MPI); at p = 4 on two cores, 20 and 16
+against 20 and 22, and the trials' picks at 1 MiB differed in every
+launch (with four ranks on two cores, a guess: a burst's time is mostly
+the scheduler's).
 """
 from __future__ import annotations
 
