@@ -28,6 +28,7 @@ from pycoll.algorithms._shape import Fold, element_blocks, span
 # addressed alike by its sender and its receiver (the fold included).
 PIECES = True
 
+
 def steps(p):
     fold = Fold(p)
     return 2 * (fold.pof2.bit_length() - 1) + (2 if fold.rem else 0)

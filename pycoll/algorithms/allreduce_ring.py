@@ -32,6 +32,7 @@ from pycoll.algorithms._shape import element_blocks
 # vector, addressed alike by its sender and its receiver.
 PIECES = True
 
+
 def steps(p):
     return 2 * (p - 1)
 
