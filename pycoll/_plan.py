@@ -508,7 +508,6 @@ def _broadcast_plan(c, dtype: DType, shape: tuple, root: int, algorithm: str) ->
                                   shape=shape))
 
 
-
 def _reduce_scatter_args(c, x, op, algorithm, accumulate) -> CollArgs:
     a = _reduction_args("reduce_scatter", c, x, op, algorithm, accumulate)
     counts = _split_counts(x.shape, a.dtype.itemsize, c.size)

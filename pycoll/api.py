@@ -519,7 +519,7 @@ def _agree(c, record: dict, deadline, mine=None) -> None:
     pair = np.array([digest, -digest], np.int64)
     extremes = np.empty(2, np.int64)
     plan = _plan(c, _AGREE_KEY, lambda: _reduction_args("allreduce", c, pair, Op.MAX,
-                                                           "recursive_doubling", None))
+                                                        "recursive_doubling", None))
     if deadline is not None or plan.lane is None or plan.lane.run(pair, extremes) is None:
         plan.run(send=_bytes(pair), data=_bytes(extremes), deadline=deadline)
     if extremes[0] == -extremes[1]:
@@ -1341,7 +1341,7 @@ def _barrier_lane(c, timeout):
 def _barrier(c, async_op, timeout):
     def prepare():
         plan = _plan(c, ("barrier",), lambda: CollArgs("barrier", "auto", 0, BY_NAME["uint8"],
-                                                            BY_NAME["uint8"]))
+                                                       BY_NAME["uint8"]))
         return {"collective": "barrier"}, lambda deadline: plan.run(deadline=deadline)
     lane = partial(_barrier_lane, c, timeout) if async_op else None
     return _call(c, "barrier", async_op, timeout, prepare, lane)

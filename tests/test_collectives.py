@@ -41,7 +41,6 @@ def test_special(p):
     run_ranks(p, "special")
 
 
-
 @pytest.mark.parametrize("p", [1, 2, 3, 5, 8])
 def test_mixed(p):
     """Seeded random calls combining what the grids vary one at a time

@@ -81,4 +81,3 @@ def test_every_rank_gets_its_block_reduced_once(algorithm, p):
         for r, block in enumerate(results):
             assert block.size * ITEM == counts[r]
             assert (block == (1 << p) - 1).all(), (algorithm, p, counts, r, block)
-

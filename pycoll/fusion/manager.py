@@ -386,6 +386,7 @@ class FusionManager:
             # on data as cold as the whole bucket's (tuning.modelled_time).
             return call + tuning.modelled_time("allreduce", best(k)[0], k, c.size, params,
                                                dtype.name, footprint=n)
+
         def packed(nbytes):
             algorithm, t = best(nbytes)
             return call + t + 2 * nbytes * tuning.pack_beta(params, nbytes), algorithm
