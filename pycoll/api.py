@@ -39,6 +39,7 @@ import operator
 import threading
 import time
 from functools import partial
+from typing import TYPE_CHECKING, SupportsIndex
 
 import numpy as np
 
@@ -61,6 +62,9 @@ from pycoll._trials import AlgorithmTuner
 from pycoll.algorithms import REGISTRY, Task
 from pycoll.algorithms._shape import same_bytes
 from pycoll.errors import MismatchError
+
+if TYPE_CHECKING:
+    from pycoll._typing import Accumulate, ArrayIn, CommArg, OpArg, Sizes, Timeout
 
 SUM, PROD, MAX, MIN, AVG = Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.AVG
 BAND, BOR, BXOR = Op.BAND, Op.BOR, Op.BXOR
@@ -121,8 +125,9 @@ class Communicator(CommBase):
     # Each method tries its lane's C entry first for a numpy array; the
     # module function behind it makes the lane on a signature's first call
     # and gives an array-like's numpy view to the lane (Note [Lane views]).
-    def allreduce(self, x, op=SUM, algorithm="auto", out=None, accumulate=None, async_op=False,
-                  timeout=None):
+    def allreduce(self, x: ArrayIn, op: OpArg = SUM, algorithm: str = "auto",
+                  out: ArrayIn | None = None, accumulate: Accumulate = None,
+                  async_op: bool = False, timeout: Timeout = None):
         if self._tuner is not None or type(x) is not np.ndarray or _array_like(out):
             # the tuner (Note [Tuning online] in _trials.py), an array-like's view
             return allreduce(x, op, self, algorithm, out, accumulate, async_op, timeout)
@@ -132,15 +137,17 @@ class Communicator(CommBase):
                 return result
         return _allreduce(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
-    def broadcast(self, x, root=0, algorithm="auto", async_op=False, timeout=None):
+    def broadcast(self, x: ArrayIn | None, root: SupportsIndex = 0, algorithm: str = "auto",
+                  async_op: bool = False, timeout: Timeout = None):
         if not async_op and self._lane_ready:
             done = _lane_move.broadcast(self, x, root, algorithm, timeout)
             if done is not NOT_TAKEN:
                 return done
         return broadcast(x, root, self, algorithm, async_op, timeout)
 
-    def reduce(self, x, op=SUM, root=0, algorithm="auto", out=None, accumulate=None,
-               async_op=False, timeout=None):
+    def reduce(self, x: ArrayIn, op: OpArg = SUM, root: SupportsIndex = 0,
+               algorithm: str = "auto", out: ArrayIn | None = None,
+               accumulate: Accumulate = None, async_op: bool = False, timeout: Timeout = None):
         if self._tuner is not None or type(x) is not np.ndarray or type(root) is not int \
                 or _array_like(out):
             # the tuner (Note [Tuning online] in _trials.py), an array-like's
@@ -152,31 +159,34 @@ class Communicator(CommBase):
                 return result
         return _reduce(self, x, op, root, algorithm, out, accumulate, async_op, timeout)
 
-    def gather(self, x, root=0, algorithm="auto", sizes=None, out=None, async_op=False,
-               timeout=None):
+    def gather(self, x: ArrayIn, root: SupportsIndex = 0, algorithm: str = "auto",
+               sizes: Sizes = None, out: ArrayIn | None = None, async_op: bool = False,
+               timeout: Timeout = None):
         if not async_op and self._lane_ready:
             result = _lane_move.gather(self, x, root, algorithm, out, timeout, sizes)
             if result is not NOT_TAKEN:
                 return result
         return gather(x, root, self, algorithm, sizes, out, async_op, timeout)
 
-    def scatter(self, x, root=0, algorithm="auto", out=None, async_op=False, timeout=None):
+    def scatter(self, x: ArrayIn | None, root: SupportsIndex = 0, algorithm: str = "auto",
+                out: ArrayIn | None = None, async_op: bool = False, timeout: Timeout = None):
         if not async_op and self._lane_ready:
             result = _lane_move.scatter(self, x, root, algorithm, out, timeout)
             if result is not NOT_TAKEN:
                 return result
         return scatter(x, root, self, algorithm, out, async_op, timeout)
 
-    def allgather(self, x, algorithm="auto", sizes=None, out=None, async_op=False,
-                  timeout=None):
+    def allgather(self, x: ArrayIn, algorithm: str = "auto", sizes: Sizes = None,
+                  out: ArrayIn | None = None, async_op: bool = False, timeout: Timeout = None):
         if not async_op and self._lane_ready:
             result = _lane_move.allgather(self, x, algorithm, out, timeout, sizes)
             if result is not NOT_TAKEN:
                 return result
         return allgather(x, self, algorithm, sizes, out, async_op, timeout)
 
-    def reduce_scatter(self, x, op=SUM, algorithm="auto", out=None, accumulate=None,
-                       async_op=False, timeout=None):
+    def reduce_scatter(self, x: ArrayIn, op: OpArg = SUM, algorithm: str = "auto",
+                       out: ArrayIn | None = None, accumulate: Accumulate = None,
+                       async_op: bool = False, timeout: Timeout = None):
         if self._tuner is not None or type(x) is not np.ndarray or _array_like(out):
             # the tuner (Note [Tuning online] in _trials.py), an array-like's view
             return reduce_scatter(x, op, self, algorithm, out, accumulate, async_op, timeout)
@@ -186,18 +196,20 @@ class Communicator(CommBase):
                 return result
         return _reduce_scatter(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
-    def alltoall(self, x, algorithm="auto", out=None, async_op=False, timeout=None):
+    def alltoall(self, x: ArrayIn, algorithm: str = "auto", out: ArrayIn | None = None,
+                 async_op: bool = False, timeout: Timeout = None):
         if not async_op and self._lane_ready:
             result = _lane_move.alltoall(self, x, algorithm, out, timeout)
             if result is not NOT_TAKEN:
                 return result
         return alltoall(x, self, algorithm, out, async_op, timeout)
 
-    def scan(self, x, op=SUM, exclusive=False, algorithm="auto", out=None, accumulate=None,
-             async_op=False, timeout=None):
+    def scan(self, x: ArrayIn, op: OpArg = SUM, exclusive: bool = False,
+             algorithm: str = "auto", out: ArrayIn | None = None, accumulate: Accumulate = None,
+             async_op: bool = False, timeout: Timeout = None):
         return scan(x, op, self, exclusive, algorithm, out, accumulate, async_op, timeout)
 
-    def barrier(self, async_op=False, timeout=None):
+    def barrier(self, async_op: bool = False, timeout: Timeout = None):
         return barrier(self, async_op, timeout)
 
 
@@ -583,8 +595,9 @@ def _reduction_record(name, x, op, algorithm, accumulate, **more) -> dict:
             "algorithm": algorithm, "accumulate": accumulate_of(accumulate), **more}
 
 
-def allreduce(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None, async_op=False,
-              timeout=None):
+def allreduce(x: ArrayIn, op: OpArg = SUM, comm: CommArg = None, algorithm: str = "auto",
+              out: ArrayIn | None = None, accumulate: Accumulate = None, async_op: bool = False,
+              timeout: Timeout = None):
     """Reduce x elementwise over all ranks; every rank gets the result.
 
     Args:
@@ -651,7 +664,8 @@ def _allreduce(c, x, op, algorithm, out, accumulate, async_op=False, timeout=Non
     return _call(c, "allreduce", async_op, timeout, prepare)
 
 
-def broadcast(x, root=0, comm=None, algorithm="auto", async_op=False, timeout=None):
+def broadcast(x: ArrayIn | None, root: SupportsIndex = 0, comm: CommArg = None,
+              algorithm: str = "auto", async_op: bool = False, timeout: Timeout = None):
     """Copy the root's x to every rank, in place.
 
     Args:
@@ -800,8 +814,9 @@ def _broadcast_rest(c, x, root, algorithm, message, deadline):
                               _header.inline_data(message, word))
 
 
-def reduce(x, op=SUM, root=0, comm=None, algorithm="auto", out=None, accumulate=None,
-           async_op=False, timeout=None):
+def reduce(x: ArrayIn, op: OpArg = SUM, root: SupportsIndex = 0, comm: CommArg = None,
+           algorithm: str = "auto", out: ArrayIn | None = None, accumulate: Accumulate = None,
+           async_op: bool = False, timeout: Timeout = None):
     """Reduce x elementwise over all ranks onto the root.
 
     Args: as allreduce, plus ``root``; ``out`` is used on the root only.
@@ -974,8 +989,9 @@ def _scatter_receive(c, receiver, root, algorithm, message, out, tag, deadline):
     return _scatter_data(c, root, algorithm, dtype, shape, None, out, deadline)
 
 
-def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_op=False,
-           timeout=None):
+def gather(x: ArrayIn, root: SupportsIndex = 0, comm: CommArg = None, algorithm: str = "auto",
+           sizes: Sizes = None, out: ArrayIn | None = None,
+           async_op: bool = False, timeout: Timeout = None):
     """Concatenate every rank's x along axis 0 on the root.
 
     Args:
@@ -1026,7 +1042,9 @@ def gather(x, root=0, comm=None, algorithm="auto", sizes=None, out=None, async_o
     return _call(c, "gather", async_op, timeout, prepare, lane)
 
 
-def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=False, timeout=None):
+def allgather(x: ArrayIn, comm: CommArg = None, algorithm: str = "auto",
+              sizes: Sizes = None, out: ArrayIn | None = None,
+              async_op: bool = False, timeout: Timeout = None):
     """Concatenate every rank's x along axis 0, on every rank.
 
     Args: as gather, without root. algorithm: "auto", "ring",
@@ -1067,7 +1085,9 @@ def allgather(x, comm=None, algorithm="auto", sizes=None, out=None, async_op=Fal
     return _call(c, "allgather", async_op, timeout, prepare, lane)
 
 
-def scatter(x, root=0, comm=None, algorithm="auto", out=None, async_op=False, timeout=None):
+def scatter(x: ArrayIn | None, root: SupportsIndex = 0, comm: CommArg = None,
+            algorithm: str = "auto", out: ArrayIn | None = None, async_op: bool = False,
+            timeout: Timeout = None):
     """Give rank i block i of the root's x (``np.array_split`` along axis 0).
 
     Args:
@@ -1158,8 +1178,9 @@ def _scatter_data(c, r, alg, dtype, shape, msg, out, deadline):
     return _done(result, result_data, writeback, out)
 
 
-def reduce_scatter(x, op=SUM, comm=None, algorithm="auto", out=None, accumulate=None,
-                   async_op=False, timeout=None):
+def reduce_scatter(x: ArrayIn, op: OpArg = SUM, comm: CommArg = None, algorithm: str = "auto",
+                   out: ArrayIn | None = None, accumulate: Accumulate = None,
+                   async_op: bool = False, timeout: Timeout = None):
     """Reduce x elementwise over all ranks; rank i gets block i of the result
     (``np.array_split`` along axis 0).
 
@@ -1212,7 +1233,8 @@ def _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op=False, timeou
     return _call(c, "reduce_scatter", async_op, timeout, prepare)
 
 
-def alltoall(x, comm=None, algorithm="auto", out=None, async_op=False, timeout=None):
+def alltoall(x: ArrayIn, comm: CommArg = None, algorithm: str = "auto",
+             out: ArrayIn | None = None, async_op: bool = False, timeout: Timeout = None):
     """Send block j of x (``np.array_split`` along axis 0) to rank j; the
     blocks received are concatenated in rank order.
 
@@ -1259,8 +1281,9 @@ def _alltoall_lane(c, x, algorithm, out, timeout):
                       out, timeout)
 
 
-def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accumulate=None,
-         async_op=False, timeout=None):
+def scan(x: ArrayIn, op: OpArg = SUM, comm: CommArg = None, exclusive: bool = False,
+         algorithm: str = "auto", out: ArrayIn | None = None, accumulate: Accumulate = None,
+         async_op: bool = False, timeout: Timeout = None):
     """Prefix reduction over ranks: rank i gets x_0 op ... op x_i.
 
     Args: as allreduce, plus ``exclusive`` (rank i gets x_0 op ... op x_{i-1};
@@ -1313,7 +1336,7 @@ def scan(x, op=SUM, comm=None, exclusive=False, algorithm="auto", out=None, accu
     return _call(c, "scan", async_op, timeout, prepare, lane)
 
 
-def barrier(comm=None, async_op=False, timeout=None):
+def barrier(comm: CommArg = None, async_op: bool = False, timeout: Timeout = None):
     """Return only when every rank of comm has entered the barrier
     (dissemination: ⌈log₂p⌉ rounds of empty messages).
 

@@ -128,6 +128,66 @@ def test_mypy_finds_no_errors(tmp_path):
     assert status == 0, report + errors
 
 
+def test_methods_take_what_the_functions_take():
+    """comm.allreduce(...) and pycoll.allreduce(..., comm=comm) have the same
+    parameters, defaults and annotations, but for comm."""
+    import inspect
+    for name in ALGORITHMS:
+        function = inspect.signature(getattr(pycoll, name)).parameters
+        method = inspect.signature(getattr(pycoll.Communicator, name)).parameters
+        assert list(method)[0] == "self"
+        assert [p for p in function if p != "comm"] == list(method)[1:], name
+        for parameter in list(method)[1:]:
+            a, b = function[parameter], method[parameter]
+            assert (a.default, a.annotation) == (b.default, b.annotation), (name, parameter)
+            assert a.annotation is not inspect.Parameter.empty, (name, parameter)
+        assert function["comm"].annotation == "CommArg", name
+
+
+# A caller's code as a type checker reads it against pycoll's annotations:
+# each line marked "refused" must be an error, and no other line.
+_CALLER = '''\
+import array
+import datetime
+
+import numpy as np
+from mpi4py import MPI
+
+import pycoll
+
+x = np.ones(4, np.float32)
+comm = pycoll.Communicator()
+pycoll.allreduce(x, op=pycoll.SUM, comm=comm, out=x, accumulate="float32", timeout=2.5)
+pycoll.allreduce(x, op="max", comm=MPI.COMM_WORLD, accumulate=np.float32)
+pycoll.allreduce(bytearray(8), op=MPI.SUM, timeout=datetime.timedelta(seconds=3))
+pycoll.reduce(array.array("f", [1.0]), root=np.int64(1))
+pycoll.allreduce(np.float32(1.0))
+pycoll.broadcast(None, root=1)
+pycoll.gather(x, sizes=np.array([4, 4]))
+pycoll.allgather(memoryview(bytearray(8)), sizes=[4, 4])
+comm.scan(x, pycoll.AVG, exclusive=True)
+pycoll.barrier(comm, timeout=None)
+pycoll.allreduce([1.0, 2.0])                # refused: a list
+pycoll.allreduce(x, timeout="3")            # refused: a string
+pycoll.broadcast(x, root="0")               # refused: a string
+comm.reduce_scatter(x, out=5)               # refused: a number
+'''
+
+
+def test_a_callers_code_type_checks(tmp_path):
+    """The public collectives' annotations (pycoll/_typing.py) admit what
+    pycoll takes at run time and refuse what it refuses. mypy is a
+    developer's tool: without it this test skips."""
+    api = pytest.importorskip("mypy.api")
+    caller = tmp_path / "caller.py"
+    caller.write_text(_CALLER)
+    report, errors, status = api.run([
+        "--cache-dir", str(tmp_path / "cache"), "--follow-imports=silent", str(caller)])
+    flagged = sorted({int(m) for m in re.findall(r"caller\.py:(\d+): error", report)})
+    refused = [i for i, line in enumerate(_CALLER.splitlines(), 1) if "# refused" in line]
+    assert status == (1 if refused else 0) and flagged == refused, report + errors
+
+
 def test_every_public_call_has_its_documentation():
     """help(comm.allreduce) shows pycoll.allreduce's docstring (the methods
     had none); every collective's shows what each rank holds."""
