@@ -47,8 +47,12 @@ import logging
 import numbers
 import threading
 import _thread
+from typing import TYPE_CHECKING
 
 from pycoll._mpi import mpi
+
+if TYPE_CHECKING:
+    from pycoll._typing import Timeout
 
 _callbacks_lock = threading.Lock()      # every Handle's done-callbacks and _finished
 
@@ -91,9 +95,9 @@ class Handle:
         """Whether the call has finished (then wait() returns at once)."""
         return self._finished
 
-    def wait(self, timeout: float | None = None):
+    def wait(self, timeout: Timeout = None):
         """The result, once the call has run; TimeoutError if *timeout*
-        seconds pass first (the call itself goes on). Without a timeout
+        (seconds, or a timedelta) passes first (the call itself goes on). Without a timeout
         this thread runs the queued calls up to this one itself when no
         other thread is running one (Note [Waiting runs the queue])."""
         seconds = as_seconds(timeout)
