@@ -1,4 +1,4 @@
-"""The types of the public collectives' arguments, for type checkers.
+"""The types of the public API's arguments, for type checkers.
 
 What ``_message.as_array`` accepts, written as types: a numpy array or
 scalar, an object with the buffer protocol (``bytearray``, ``array.array``,
@@ -6,8 +6,8 @@ scalar, an object with the buffer protocol (``bytearray``, ``array.array``,
 torch tensors, JAX arrays). Python lists and numbers are refused at run time
 (TypeError), so ``numpy.typing.ArrayLike``, which admits them, is not used.
 
-api.py imports these names only under ``TYPE_CHECKING``: nothing here runs
-on a call.
+api.py, _async.py and the FusionManager import these names only under
+``TYPE_CHECKING``: nothing here runs on a call.
 """
 from __future__ import annotations
 
@@ -46,6 +46,9 @@ CommArg: TypeAlias = Union["Communicator", "MPI.Intracomm", None]
 OpArg: TypeAlias = Union["Op", str, "MPI.Op", Any]
 """``op=``: an Op, its name, or the mpi4py or torch.distributed op of that name
 (``Any`` stands for torch's ``ReduceOp``, which pycoll does not import)."""
+
+Ids: TypeAlias = Union[Iterable[SupportsIndex], None]
+"""A FusionManager's ``fusion=`` (one id per array) or ``split_indices=``."""
 
 Sizes: TypeAlias = Union[Iterable[SupportsIndex], None]
 """``sizes=``: every rank's axis-0 length, or None (all equal)."""

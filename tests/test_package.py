@@ -167,10 +167,16 @@ pycoll.gather(x, sizes=np.array([4, 4]))
 pycoll.allgather(memoryview(bytearray(8)), sizes=[4, 4])
 comm.scan(x, pycoll.AVG, exclusive=True)
 pycoll.barrier(comm, timeout=None)
+fm = pycoll.FusionManager(pycoll.SUM, comm, bucket_bytes=1 << 20, accumulate="float32")
+fm.allreduce([x, x[:2]], fusion=np.array([1, 1]))
+fm.register((x,), split_indices=[])
+fm.allgather(fm.reduce_scatter([x]), [x])
 pycoll.allreduce([1.0, 2.0])                # refused: a list
 pycoll.allreduce(x, timeout="3")            # refused: a string
 pycoll.broadcast(x, root="0")               # refused: a string
 comm.reduce_scatter(x, out=5)               # refused: a number
+fm.allreduce(x)                             # refused: an array, not a list of them
+fm.allreduce([x], fusion=[1.5])             # refused: a float id
 '''
 
 

@@ -93,7 +93,8 @@ import numbers
 import operator
 import time
 import weakref
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -108,6 +109,9 @@ from pycoll._resources import huge_page_bytes
 from pycoll._pieces import follows, joined_views
 from pycoll._trials import Trials
 from pycoll.fusion.buckets import assign_buckets, byte_cap
+
+if TYPE_CHECKING:
+    from pycoll._typing import Accumulate, ArrayIn, CommArg, Ids, OpArg
 
 _BASE = operator.attrgetter("base")
 
@@ -141,8 +145,9 @@ class FusionManager:
             *strategy* is given.
     """
 
-    def __init__(self, op=Op.AVG, comm=None, bucket_bytes: int = 64 << 20, algorithm="auto",
-                 accumulate=None, strategy=None, autotune: bool = False):
+    def __init__(self, op: OpArg = Op.AVG, comm: CommArg = None, bucket_bytes: int = 64 << 20,
+                 algorithm: str = "auto", accumulate: Accumulate = None,
+                 strategy: str | None = None, autotune: bool = False):
         self.comm = api._comm_of(comm)
         self.op = op_of(op)
         self.bucket_bytes = byte_cap(bucket_bytes)
@@ -176,7 +181,8 @@ class FusionManager:
 
     # -- allreduce ------------------------------------------------------
 
-    def allreduce(self, arrays, fusion=None, split_indices=None) -> list:
+    def allreduce(self, arrays: Sequence[ArrayIn], fusion: Ids = None,
+                  split_indices: Ids = None) -> list:
         """Allreduce every array in place, one collective per bucket; returns
         the list.
 
@@ -214,7 +220,8 @@ class FusionManager:
             trials.decide(lambda medians: self.comm.allreduce(medians, Op.MAX))
         return arrays
 
-    def allreduce_async(self, arrays, fusion=None, split_indices=None) -> "FusedHandle":
+    def allreduce_async(self, arrays: Sequence[ArrayIn], fusion: Ids = None,
+                        split_indices: Ids = None) -> "FusedHandle":
         """As allreduce, returning at once; ``wait()`` returns the list."""
         self.comm._live()                   # freed or broken: its error, no message
         return self._allreduce(list(arrays), fusion, split_indices, True)
@@ -232,7 +239,8 @@ class FusionManager:
                                          async_op or (k < last and ways[k + 1].packs))]
         return FusedHandle(handles, arrays)
 
-    def plan(self, arrays, fusion=None, split_indices=None) -> list:
+    def plan(self, arrays: Sequence[ArrayIn], fusion: Ids = None,
+             split_indices: Ids = None) -> list:
         """How allreduce(arrays, ...) would send them: one (array indices,
         strategy, algorithm) per bucket, in the order they go out; a "split"
         bucket as its packed part, ("pack", algorithm), then each member
@@ -502,7 +510,8 @@ class FusionManager:
 
     # -- data-parallel mode ----------------------------------------------
 
-    def register(self, arrays, fusion=None, split_indices=None, order="backward") -> None:
+    def register(self, arrays: Sequence[ArrayIn], fusion: Ids = None, split_indices: Ids = None,
+                 order: str = "backward") -> None:
         """Fix the arrays of the data-parallel mode and their buckets.
 
         Buckets go out as soon as all their members are marked ready, in a
@@ -562,7 +571,8 @@ class FusionManager:
 
     # -- fused reduce_scatter and allgather (ZeRO) ------------------------
 
-    def reduce_scatter(self, arrays, fusion=None, split_indices=None) -> list:
+    def reduce_scatter(self, arrays: Sequence[ArrayIn], fusion: Ids = None,
+                       split_indices: Ids = None) -> list:
         """Rank r gets block r (np.array_split along axis 0) of the reduction
         of each array, one reduce-scatter per bucket. Returns new arrays
         (views of one new buffer per bucket).
@@ -597,7 +607,7 @@ class FusionManager:
         self._fresh = (tuple(kept), tuple(alone), owners)
         return shards
 
-    def allgather(self, shards, out) -> list:
+    def allgather(self, shards: Sequence[ArrayIn], out: Sequence[ArrayIn]) -> list:
         """The inverse: rank r holds block r of each array of *out* (the
         full arrays, written in place on every rank). Returns out.
 
