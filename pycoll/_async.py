@@ -99,8 +99,8 @@ class Handle:
         """The result, once the call has run; TimeoutError if *timeout*
         (seconds, or a timedelta) passes first (the call itself goes on).
         Without a timeout this thread runs the queued calls up to this one
-        itself when no other thread is running one (Note [Waiting runs the
-        queue])."""
+        itself when no other thread is running one
+        (Note [Waiting runs the queue])."""
         seconds = as_seconds(timeout)
         if not self._finished:
             if seconds is None:
