@@ -96,7 +96,7 @@ class Communicator(CommBase):
     in the order they were issued (Note [Issue order] in _async.py).
     """
 
-    def __init__(self, comm=None, autotune=None):
+    def __init__(self, comm: CommArg = None, autotune: bool | None = None):
         if autotune is not None:
             autotune = flag(autotune, "autotune")
         super().__init__(comm)

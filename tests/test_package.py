@@ -157,6 +157,7 @@ import pycoll
 
 x = np.ones(4, np.float32)
 comm = pycoll.Communicator()
+sub = pycoll.Communicator(MPI.COMM_WORLD, autotune=True)
 pycoll.allreduce(x, op=pycoll.SUM, comm=comm, out=x, accumulate="float32", timeout=2.5)
 pycoll.allreduce(x, op="max", comm=MPI.COMM_WORLD, accumulate=np.float32)
 pycoll.allreduce(bytearray(8), op=MPI.SUM, timeout=datetime.timedelta(seconds=3))
@@ -177,6 +178,7 @@ pycoll.broadcast(x, root="0")               # refused: a string
 comm.reduce_scatter(x, out=5)               # refused: a number
 fm.allreduce(x)                             # refused: an array, not a list of them
 fm.allreduce([x], fusion=[1.5])             # refused: a float id
+pycoll.Communicator("world")                # refused: a string
 '''
 
 
