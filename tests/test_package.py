@@ -145,7 +145,8 @@ def test_methods_take_what_the_functions_take():
 
 
 # A caller's code as a type checker reads it against pycoll's annotations:
-# each line marked "refused" must be an error, and no other line.
+# each line marked "refused" must be an error to mypy, and no other line;
+# the lines before the first of them run at p = 2.
 _CALLER = '''\
 import array
 import datetime
@@ -157,20 +158,24 @@ import pycoll
 
 x = np.ones(4, np.float32)
 comm = pycoll.Communicator()
-sub = pycoll.Communicator(MPI.COMM_WORLD, autotune=True)
-pycoll.allreduce(x, op=pycoll.SUM, comm=comm, out=x, accumulate="float32", timeout=2.5)
-pycoll.allreduce(x, op="max", comm=MPI.COMM_WORLD, accumulate=np.float32)
-pycoll.allreduce(bytearray(8), op=MPI.SUM, timeout=datetime.timedelta(seconds=3))
+tuned = pycoll.Communicator(MPI.COMM_WORLD, autotune=True)
+pycoll.allreduce(x, op=pycoll.SUM, comm=comm, out=x, timeout=2.5)
+pycoll.allreduce(x.astype(np.float16), op="max", accumulate=np.float32)
+pycoll.allreduce(bytearray(8), op=MPI.SUM, comm=MPI.COMM_WORLD,
+                 timeout=datetime.timedelta(seconds=3))
 pycoll.reduce(array.array("f", [1.0]), root=np.int64(1))
 pycoll.allreduce(np.float32(1.0))
-pycoll.broadcast(None, root=1)
-pycoll.gather(x, sizes=np.array([4, 4]))
-pycoll.allgather(memoryview(bytearray(8)), sizes=[4, 4])
+pycoll.broadcast(x if comm.rank == 1 else None, root=1)
+pycoll.scatter(x if comm.rank == 0 else None, comm=tuned)
+pycoll.gather(x, sizes=np.array([4] * comm.size))
+pycoll.allgather(memoryview(bytearray(8)), sizes=[8] * comm.size)
 comm.scan(x, pycoll.AVG, exclusive=True)
 pycoll.barrier(comm, timeout=None)
-fm = pycoll.FusionManager(pycoll.SUM, comm, bucket_bytes=1 << 20, accumulate="float32")
-fm.allreduce([x, x[:2]], fusion=np.array([1, 1]))
+fm = pycoll.FusionManager(pycoll.SUM, comm, bucket_bytes=1 << 20)
+fm.allreduce([x, np.ones(2, np.float32)], fusion=np.array([1, 1]))
 fm.register((x,), split_indices=[])
+fm.mark_ready(0)
+fm.wait()
 fm.allgather(fm.reduce_scatter([x]), [x])
 pycoll.allreduce([1.0, 2.0])                # refused: a list
 pycoll.allreduce(x, timeout="3")            # refused: a string
@@ -182,8 +187,20 @@ pycoll.Communicator("world")                # refused: a string
 '''
 
 
+def test_a_callers_accepted_code_runs(tmp_path):
+    """What the annotations admit (the caller's lines before the first
+    refused one) runs, on 2 ranks."""
+    from mpirun import launch
+    accepted = _CALLER[:_CALLER.index("# refused")].rsplit("\n", 1)[0]
+    caller = tmp_path / "caller.py"
+    caller.write_text(accepted + "\nprint(f'PYCOLL-OK rank={comm.rank}')\n")
+    proc = launch(2, [caller], timeout=120)
+    ranks = sorted(re.findall(r"PYCOLL-OK rank=(\d)", proc.stdout))
+    assert proc.returncode == 0 and ranks == ["0", "1"], proc.stdout + proc.stderr
+
+
 def test_a_callers_code_type_checks(tmp_path):
-    """The public collectives' annotations (pycoll/_typing.py) admit what
+    """The annotations of the public API (pycoll/_typing.py) admit what
     pycoll takes at run time and refuse what it refuses. mypy is a
     developer's tool: without it this test skips."""
     api = pytest.importorskip("mypy.api")
