@@ -6,8 +6,8 @@ scalar, an object with the buffer protocol (``bytearray``, ``array.array``,
 torch tensors, JAX arrays). Python lists and numbers are refused at run time
 (TypeError), so ``numpy.typing.ArrayLike``, which admits them, is not used.
 
-api.py, _async.py and the FusionManager import these names only under
-``TYPE_CHECKING``: nothing here runs on a call.
+api.py, _async.py, the FusionManager, parallel.py and layout.py import
+these names only under ``TYPE_CHECKING``: nothing here runs on a call.
 """
 from __future__ import annotations
 

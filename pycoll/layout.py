@@ -47,15 +47,24 @@ import math
 import operator
 import time
 
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, SupportsIndex, Union
+
 import numpy as np
 
 from pycoll import _message, api
 from pycoll._async import as_seconds
 from pycoll._dtypes import Op
 
+if TYPE_CHECKING:
+    from pycoll._typing import ArrayIn, CommArg, Timeout
+
 __all__ = ["DeviceMesh", "PARTIAL"]
 
 PARTIAL = "partial"
+# A layout: one placement per mesh dimension, None (replicated), a tensor
+# dimension (split) or PARTIAL (summands).
+Placements = Sequence[Union[int, str, None]]
 
 
 class DeviceMesh:
@@ -75,25 +84,25 @@ class DeviceMesh:
         mesh.full(x, (0, 1))             # every rank: a
     """
 
-    def __init__(self, shape, comm=None):
+    def __init__(self, shape: Iterable[SupportsIndex], comm: CommArg = None):
         c = api._comm_of(comm)
         try:
-            shape = tuple(operator.index(m) for m in shape)
+            dims = tuple(operator.index(m) for m in shape)
         except TypeError:
             raise TypeError(f"shape must be a sequence of ints, got {shape!r}") from None
-        if not shape or min(shape) < 1:
-            raise ValueError(f"a mesh needs at least one dimension, each at least 1, got {shape}")
-        if math.prod(shape) != c.size:
-            raise ValueError(f"a mesh of shape {shape} holds {math.prod(shape)} ranks; "
+        if not dims or min(dims) < 1:
+            raise ValueError(f"a mesh needs at least one dimension, each at least 1, got {dims}")
+        if math.prod(dims) != c.size:
+            raise ValueError(f"a mesh of shape {dims} holds {math.prod(dims)} ranks; "
                              f"the communicator has {c.size}")
         self.comm = c
-        self.shape = shape
-        self.coordinate = tuple(int(i) for i in np.unravel_index(c.rank, shape))
-        strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
+        self.shape = dims
+        self.coordinate = tuple(int(i) for i in np.unravel_index(c.rank, dims))
+        strides = [math.prod(dims[k + 1:]) for k in range(len(dims))]
         # group k: the ranks that differ from this one in coordinate k
         # alone, ranked by that coordinate. None where no message is needed.
         self._groups = [c.split(c.rank - i * s, i) if m > 1 else None
-                        for m, i, s in zip(shape, self.coordinate, strides)]
+                        for m, i, s in zip(dims, self.coordinate, strides)]
 
     @property
     def ndim(self) -> int:
@@ -155,7 +164,7 @@ class DeviceMesh:
                 shape[d] *= self.shape[k]
         return tuple(shape)
 
-    def shard(self, full, placements) -> np.ndarray:
+    def shard(self, full: ArrayIn, placements: Placements) -> np.ndarray:
         """This rank's block of *full*, a global tensor every rank holds; no
         message. A new array.
 
@@ -175,12 +184,13 @@ class DeviceMesh:
                 a = _block(a, d, self.shape[k], self.coordinate[k])
         return np.array(a, order="C")
 
-    def full(self, x, placements, timeout=None) -> np.ndarray:
+    def full(self, x: ArrayIn, placements: Placements, timeout: Timeout = None) -> np.ndarray:
         """The global tensor on every rank: ``redistribute`` to a layout
         replicated along every mesh dimension."""
         return self.redistribute(x, placements, (None,) * self.ndim, timeout)
 
-    def plan(self, local_shape, src, dst) -> list:
+    def plan(self, local_shape: Sequence[SupportsIndex], src: Placements,
+             dst: Placements) -> list:
         """The steps of ``redistribute`` for a block of *local_shape* laid
         out by *src*, to *dst*, without sending anything. Each is a tuple:
         ``(collective, mesh dimension, tensor dimension)`` for
@@ -238,7 +248,8 @@ class DeviceMesh:
         # Mesh dimensions of length 1 need no message: a step there is the identity.
         return [s for s in steps if self.shape[s[1]] > 1]
 
-    def redistribute(self, x, src, dst, timeout=None) -> np.ndarray:
+    def redistribute(self, x: ArrayIn, src: Placements, dst: Placements,
+                     timeout: Timeout = None) -> np.ndarray:
         """This rank's block of the same global tensor, laid out by *dst*
         instead of *src* (collective: every rank calls it with the same
         shapes, dtype and layouts). A new array; *x* is not changed.

@@ -33,6 +33,9 @@ batch size, which is exact for any split.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from pycoll import _message, api
@@ -40,6 +43,13 @@ from pycoll._comm import flag
 from pycoll._dtypes import Op
 from pycoll._kernels.copy import block, first_overlap
 from pycoll.fusion.manager import FusionManager
+
+if TYPE_CHECKING:
+    from pycoll._typing import Accumulate, ArrayIn, CommArg
+
+# ShardedOptimizer's update(params, grads, state): this rank's blocks of the
+# parameters and of the reduced gradients (numpy views), and its state dict.
+Update = Callable[[list, list, dict], object]
 
 __all__ = ["DataParallel", "ShardedOptimizer", "sgd"]
 
@@ -56,8 +66,9 @@ class DataParallel:
             is the seeds' gradient_fp32_sync).
     """
 
-    def __init__(self, params=None, comm=None, mean: bool = True, bucket_bytes: int = 25 << 20,
-                 accumulate=None, root: int = 0):
+    def __init__(self, params: Sequence[ArrayIn] | None = None, comm: CommArg = None,
+                 mean: bool = True, bucket_bytes: int = 25 << 20, accumulate: Accumulate = None,
+                 root: int = 0):
         self.comm = api._comm_of(comm)
         self.fusion = FusionManager(_mean_op(mean), self.comm, bucket_bytes,
                                     accumulate=accumulate)
@@ -65,12 +76,12 @@ class DataParallel:
             for p in params:
                 api.broadcast(p, root, self.comm)
 
-    def shard(self, batch, axis: int = 0):
+    def shard(self, batch: ArrayIn, axis: int = 0):
         """This rank's part of a global batch: block rank of
         ``np.array_split(batch, size, axis)``."""
         return _block(batch, self.comm, axis)
 
-    def sync(self, grads) -> list:
+    def sync(self, grads: Sequence[ArrayIn]) -> list:
         """Average (or sum) the gradients over the ranks, in place; returns them.
 
         Example (2 ranks)::
@@ -96,14 +107,14 @@ class ShardedOptimizer:
         comm, mean, bucket_bytes: as DataParallel's.
     """
 
-    def __init__(self, params, update, comm=None, mean: bool = True, bucket_bytes: int = 25 << 20,
-                 root: int = 0):
+    def __init__(self, params: Sequence[ArrayIn], update: Update, comm: CommArg = None,
+                 mean: bool = True, bucket_bytes: int = 25 << 20, root: int = 0):
         self.comm = api._comm_of(comm)
-        self.params = list(params)
+        self.params: list = list(params)
         views = _checked_params(self.params)
         self.fusion = FusionManager(_mean_op(mean), self.comm, bucket_bytes)
-        for p in self.params:
-            api.broadcast(p, root, self.comm)
+        for param in self.params:
+            api.broadcast(param, root, self.comm)
         self.update = update
         self.state: dict = {}
         p, r = self.comm.size, self.comm.rank
@@ -112,11 +123,11 @@ class ShardedOptimizer:
         # p to a new numpy array and left the parameter as it was.
         self._blocks = [_axis0_block(a, p, r) for a in views]
 
-    def shard(self, batch, axis: int = 0):
+    def shard(self, batch: ArrayIn, axis: int = 0):
         """This rank's part of a global batch (as DataParallel.shard)."""
         return _block(batch, self.comm, axis)
 
-    def step(self, grads) -> list:
+    def step(self, grads: Sequence[ArrayIn]) -> list:
         """Reduce-scatter *grads*, update this rank's blocks, allgather the
         parameters. Returns the parameters.
 
@@ -127,13 +138,13 @@ class ShardedOptimizer:
             opt.step(grads)                      # rank 0 updates params[0][0:2], rank 1 [2:4]
             params                               # both: [[-1.5, -1.5, -1.5, -1.5]]
         """
-        grads = list(grads)
-        if len(grads) != len(self.params):
-            raise ValueError(f"{len(grads)} gradients for {len(self.params)} parameters")
-        for i, (g, p) in enumerate(zip(grads, self.params)):
+        given: list = list(grads)
+        if len(given) != len(self.params):
+            raise ValueError(f"{len(given)} gradients for {len(self.params)} parameters")
+        for i, (g, p) in enumerate(zip(given, self.params)):
             if np.shape(g) != np.shape(p):
                 raise ValueError(f"grads[{i}] has shape {np.shape(g)}, params[{i}] {np.shape(p)}")
-        shards = self.fusion.reduce_scatter(grads)
+        shards = self.fusion.reduce_scatter(given)
         self.update(self._blocks, shards, self.state)
         self.fusion.allgather(self._blocks, self.params)
         return self.params
@@ -167,7 +178,7 @@ def _checked_params(params: list) -> list:
     return arrays
 
 
-def sgd(lr: float, momentum: float = 0.0):
+def sgd(lr: float, momentum: float = 0.0) -> Update:
     """An ``update`` for ShardedOptimizer: SGD with momentum, its buffers
     kept for this rank's blocks only (``state["momentum"]``)."""
     def update(params, grads, state):

@@ -155,6 +155,8 @@ import numpy as np
 from mpi4py import MPI
 
 import pycoll
+from pycoll.layout import DeviceMesh
+from pycoll.parallel import DataParallel, ShardedOptimizer, sgd
 
 x = np.ones(4, np.float32)
 comm = pycoll.Communicator()
@@ -177,6 +179,11 @@ fm.register((x,), split_indices=[])
 fm.mark_ready(0)
 fm.wait()
 fm.allgather(fm.reduce_scatter([x]), [x])
+mesh = DeviceMesh((comm.size,), comm)
+block = mesh.shard(np.arange(8.0), (0,))
+mesh.redistribute(block, (0,), (None,), timeout=datetime.timedelta(seconds=30))
+DataParallel([np.ones(3)], comm, accumulate=None).sync([np.ones(3)])
+ShardedOptimizer([np.zeros(4)], sgd(0.1), comm).step([np.ones(4)])
 pycoll.allreduce([1.0, 2.0])                # refused: a list
 pycoll.allreduce(x, timeout="3")            # refused: a string
 pycoll.broadcast(x, root="0")               # refused: a string
@@ -184,6 +191,8 @@ comm.reduce_scatter(x, out=5)               # refused: a number
 fm.allreduce(x)                             # refused: an array, not a list of them
 fm.allreduce([x], fusion=[1.5])             # refused: a float id
 pycoll.Communicator("world")                # refused: a string
+DeviceMesh(4)                               # refused: a number, not a shape
+mesh.shard(block, 0)                        # refused: a number, not placements
 '''
 
 
