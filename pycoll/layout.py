@@ -46,7 +46,6 @@ from __future__ import annotations
 import math
 import operator
 import time
-
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, SupportsIndex, Union
 
