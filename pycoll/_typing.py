@@ -12,7 +12,7 @@ these names only under ``TYPE_CHECKING``: nothing here runs on a call.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, SupportsIndex, Union
 
 import numpy as np
@@ -58,3 +58,11 @@ Timeout: TypeAlias = Union[float, datetime.timedelta, None]
 
 Accumulate: TypeAlias = Union["DTypeLike", None]
 """``accumulate=``: None, or "float32" (also np.float32, "f4")."""
+
+Placements: TypeAlias = Sequence[Union[int, str, None]]
+"""A DeviceMesh layout: one placement per mesh dimension, None (replicated),
+a tensor dimension (split) or "partial" (summands)."""
+
+Update: TypeAlias = Callable[[list, list, dict], object]
+"""ShardedOptimizer's ``update(params, grads, state)``: this rank's blocks of
+the parameters and of the reduced gradients (numpy views), and its state."""

@@ -46,8 +46,7 @@ from __future__ import annotations
 import math
 import operator
 import time
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, SupportsIndex, Union
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -56,14 +55,14 @@ from pycoll._async import as_seconds
 from pycoll._dtypes import Op
 
 if TYPE_CHECKING:
-    from pycoll._typing import ArrayIn, CommArg, Timeout
+    from collections.abc import Iterable, Sequence
+    from typing import SupportsIndex
+
+    from pycoll._typing import ArrayIn, CommArg, Placements, Timeout
 
 __all__ = ["DeviceMesh", "PARTIAL"]
 
 PARTIAL = "partial"
-# A layout: one placement per mesh dimension, None (replicated), a tensor
-# dimension (split) or PARTIAL (summands).
-Placements = Sequence[Union[int, str, None]]
 
 
 class DeviceMesh:

@@ -33,7 +33,6 @@ batch size, which is exact for any split.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -45,11 +44,9 @@ from pycoll._kernels.copy import block, first_overlap
 from pycoll.fusion.manager import FusionManager
 
 if TYPE_CHECKING:
-    from pycoll._typing import Accumulate, ArrayIn, CommArg
+    from collections.abc import Sequence
 
-# ShardedOptimizer's update(params, grads, state): this rank's blocks of the
-# parameters and of the reduced gradients (numpy views), and its state dict.
-Update = Callable[[list, list, dict], object]
+    from pycoll._typing import Accumulate, ArrayIn, CommArg, Update
 
 __all__ = ["DataParallel", "ShardedOptimizer", "sgd"]
 

@@ -199,13 +199,13 @@ mesh.shard(block, 0)                        # refused: a number, not placements
 def test_a_callers_accepted_code_runs(tmp_path):
     """What the annotations admit (the caller's lines before the first
     refused one) runs, on 2 ranks."""
-    from mpirun import launch
+    from mpirun import SENTINEL, launch
     accepted = _CALLER[:_CALLER.index("# refused")].rsplit("\n", 1)[0]
     caller = tmp_path / "caller.py"
     caller.write_text(accepted + "\nprint(f'PYCOLL-OK rank={comm.rank}')\n")
     proc = launch(2, [caller], timeout=120)
-    ranks = sorted(re.findall(r"PYCOLL-OK rank=(\d)", proc.stdout))
-    assert proc.returncode == 0 and ranks == ["0", "1"], proc.stdout + proc.stderr
+    ranks = sorted(int(r) for r in SENTINEL.findall(proc.stdout))
+    assert proc.returncode == 0 and ranks == [0, 1], proc.stdout + proc.stderr
 
 
 def test_a_callers_code_type_checks(tmp_path):
