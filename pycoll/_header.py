@@ -24,7 +24,7 @@ import numpy as np
 from pycoll import _message
 from pycoll._dtypes import BY_CODE, BY_NAME, DType
 from pycoll._p2p import Channel
-from pycoll._plan import _plan, _scatter_args, _split_counts
+from pycoll._plan import _scatter_plan, _split_counts
 from pycoll.algorithms._shape import binomial_subtree
 from pycoll.algorithms.broadcast_binomial import binomial_broadcast, binomial_edges
 
@@ -65,7 +65,8 @@ def broadcast_json(comm, payload, root: int = 0, sized: bool = False) -> dict:
     return json.loads(bytes(buf).rstrip(b"\0").decode())
 
 
-def exchange(c, root: int, header, deadline, collective: str, payload=None) -> tuple:
+def exchange(c, root: int, header, deadline, collective: str, payload=None,
+             sizes=None) -> tuple:
     """The root's (DType, shape, inline data or None), on every rank.
 
     One message down a binomial tree: 8 int64 (status, dtype code, ndim and
@@ -76,8 +77,8 @@ def exchange(c, root: int, header, deadline, collective: str, payload=None) -> t
     scatter]; the inline data returned is then this rank's block). An error
     on the root, or more dimensions, take a second, JSON message; every
     rank raises the root's error. *header* is the root's dict from
-    root_header, None elsewhere. Receivers leave room for an inline
-    payload.
+    root_header, None elsewhere; *sizes* is scatter's (None or a tuple of
+    ints). Receivers leave room for an inline payload.
     """
     message = np.zeros(WORD_BYTES + INLINE_BYTES, np.uint8)
     word = message[:WORD_BYTES].view(np.int64)
@@ -101,7 +102,7 @@ def exchange(c, root: int, header, deadline, collective: str, payload=None) -> t
     if collective == "scatter" and word[0] == HEADER_INLINE:
         dtype, shape = read(c, root, header, word)
         blocks = payload if parent is None else message[WORD_BYTES:]
-        return dtype, shape, scatter_forward(c, root, dtype, shape, word, blocks, channel)
+        return dtype, shape, scatter_forward(c, root, dtype, shape, word, blocks, channel, sizes)
     sent = message[:message_length(word)]
     channel.wait([r for child in children for r in channel.isend(sent, child)])
     dtype, shape = read(c, root, header, word)
@@ -203,24 +204,23 @@ def inline_scatter_spans(p: int, r: int, root: int, counts) -> tuple:
     return ends[rel + 1] - base, kids, ends[end] - base
 
 
-def inline_scatter_payload(c, r: int, alg: str, msg):
+def inline_scatter_payload(c, r: int, alg: str, msg, sizes=None):
     """The root's blocks in relative order (uint8) when its scatter goes
-    inline, else None."""
+    inline, else None (*sizes*: scatter's, None or a tuple of ints)."""
     if len(msg.shape) > SHORT_DIMS or not msg.shape:
         return None                         # a long header, or the root's error
-    plan = _plan(c, ("scatter", msg.dtype.name, msg.shape, r, alg),
-                 lambda: _scatter_args(c, msg.dtype, msg.shape, r, alg))
+    plan = _scatter_plan(c, msg.dtype, msg.shape, r, alg, sizes)
     if not inline_scatter(c, plan):
         return None
     split = sum(plan.args.counts[:r])
     return np.concatenate((msg.data[split:], msg.data[:split]))
 
 
-def scatter_forward(c, root: int, dtype, shape, word, blocks, channel):
+def scatter_forward(c, root: int, dtype, shape, word, blocks, channel, sizes=None):
     """Pass each child the word and its subtree's part of *blocks* (this
     rank's part of an inline scatter, Note [Inline scatter]); this rank's
     own block."""
-    counts = _split_counts(shape, dtype.itemsize, c.size)
+    counts = _split_counts(shape, dtype.itemsize, c.size, sizes)
     own, kids, _ = inline_scatter_spans(c.size, c.rank, root, counts)
     head = word.view(np.uint8)
     messages = [np.concatenate((head, blocks[lo:hi])) for _, lo, hi in kids]

@@ -23,7 +23,7 @@ from pycoll._header import HEADER_INLINE, INLINE_BYTES, SHORT_DIMS, WORD_BYTES
 from pycoll._p2p import COPY_OVERLAP
 from pycoll._plan import (LANE_MAX_BYTES, _alltoall_args, _broadcast_plan, _cached_lane,
                           _check_algorithm, _check_root, _gather_args, _keep, _plan,
-                          _scatter_args)
+                          _scatter_plan)
 from pycoll.algorithms._shape import Fold, binomial_subtree, blocks_from_counts, span
 from pycoll.algorithms.broadcast_binomial import binomial_edges
 
@@ -503,8 +503,7 @@ def make_scatter_receiver(c, root, algorithm, receive):
 def make_scatter_data(c, word, root, algorithm):
     """A receiver's data lane of the signature a header word names, or None."""
     dtype, shape = _header.read(c, root, None, word)
-    plan = _plan(c, ("scatter", dtype.name, shape, root, algorithm),
-                 lambda: _scatter_args(c, dtype, shape, root, algorithm))
+    plan = _scatter_plan(c, dtype, shape, root, algorithm)
     if word[0] == HEADER_INLINE:
         return _inline_scatter_lane(c, plan, dtype.numpy, None)
     if not _RootedLane.fits(c, plan):
@@ -577,8 +576,7 @@ def make_scatter_root(c, x, root, algorithm, rest):
     r, alg, dtype = checked
     if x.dtype != dtype.numpy:
         return None
-    plan = _plan(c, ("scatter", dtype.name, x.shape, r, alg),
-                 lambda: _scatter_args(c, dtype, x.shape, r, alg))
+    plan = _scatter_plan(c, dtype, x.shape, r, alg)
     children = binomial_edges(r, c.rank, c.size)[1]
     word = _header.make_word(dtype, x.shape)
     if c.size == 1:

@@ -286,18 +286,30 @@ def _keep(c, key: tuple, algorithm, make):
 
 
 def _check_sizes(sizes, size: int):
-    """sizes= as a gather's plan is keyed by it: None, or a tuple of ints (a
-    numpy integer becomes one). Python's dicts match keys by equality, so a
-    float or bool count would otherwise find an int's plan and skip its
-    check (Note [Equal keys] in api.py)."""
-    if sizes is None:
-        return None
+    """sizes= as a plan is keyed by it: None, or a tuple of ints (a numpy
+    integer becomes one), read once (an iterator too). Python's dicts
+    match keys by equality, so a float or bool count would otherwise find
+    an int's plan and skip its check (Note [Equal keys] in api.py)."""
+    if sizes is None or type(sizes) is tuple and all(type(s) is int for s in sizes):
+        return sizes
     try:
-        if isinstance(sizes, (str, bytes)) or any(isinstance(s, bool) for s in sizes):
+        if isinstance(sizes, (str, bytes)):
             raise TypeError
-        return tuple(operator.index(s) for s in sizes)
+        given = tuple(sizes)
+        if any(isinstance(s, (bool, np.bool_)) for s in given):
+            raise TypeError
+        return tuple(operator.index(s) for s in given)
     except TypeError:
         raise ValueError(f"sizes must be a sequence of {size} ints, got {sizes!r}") from None
+
+
+def _check_counts(sizes, size: int):
+    """sizes= checked as the counts of one row length each of *size* ranks
+    holds: None, or a tuple of *size* non-negative ints."""
+    sizes = _check_sizes(sizes, size)
+    if sizes is not None and (len(sizes) != size or min(sizes, default=0) < 0):
+        raise ValueError(f"sizes must hold {size} non-negative ints, got {sizes}")
+    return sizes
 
 
 def _check_exclusive(exclusive) -> bool:
@@ -471,12 +483,10 @@ def _gather_args(collective: str, c, x: np.ndarray, algorithm, sizes, **more) ->
     shape = x.shape or (1,)
     rows, row = shape[0], math.prod(shape[1:])
     row_bytes = row * dtype.itemsize
+    sizes = _check_counts(sizes, c.size)
     if sizes is None:
         counts, total = (rows * row_bytes,) * c.size, rows * c.size
     else:
-        sizes = _check_sizes(sizes, c.size)
-        if len(sizes) != c.size or min(sizes) < 0:
-            raise ValueError(f"sizes must hold {c.size} non-negative ints, got {sizes}")
         if sizes[c.rank] != rows:
             raise ValueError(f"x has {rows} rows on rank {c.rank}, sizes[{c.rank}] is "
                              f"{sizes[c.rank]}")
@@ -485,20 +495,38 @@ def _gather_args(collective: str, c, x: np.ndarray, algorithm, sizes, **more) ->
                     shape=(total, *shape[1:]), **more)
 
 
-def _split_counts(shape: tuple, itemsize: int, parts: int) -> tuple:
-    """Bytes of each block of np.array_split(·, parts, axis=0)."""
+def _split_counts(shape: tuple, itemsize: int, parts: int, sizes=None) -> tuple:
+    """Bytes of each block of np.array_split(·, parts, axis=0), or, given
+    *sizes* (checked here: *parts* non-negative ints that sum to the rows),
+    of blocks of sizes[i] rows."""
     rows, row = _rows(shape, "splitting along axis 0")
-    return tuple(block(rows, parts, i)[1] * row * itemsize for i in range(parts))
+    if sizes is None:
+        return tuple(block(rows, parts, i)[1] * row * itemsize for i in range(parts))
+    sizes = _check_counts(sizes, parts)
+    if sum(sizes) != rows:
+        raise ValueError(f"sizes must sum to the {rows} rows of x, got {list(sizes)} "
+                         f"(sum {sum(sizes)})")
+    return tuple(s * row * itemsize for s in sizes)
 
 
-def _block_shape(shape: tuple, parts: int, index: int) -> tuple:
-    return (block(shape[0], parts, index)[1], *shape[1:])
+def _block_shape(shape: tuple, parts: int, index: int, sizes=None) -> tuple:
+    rows = block(shape[0], parts, index)[1] if sizes is None else sizes[index]
+    return (rows, *shape[1:])
 
 
-def _scatter_args(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> CollArgs:
-    counts = _split_counts(shape, dtype.itemsize, c.size)
+def _scatter_args(c, dtype: DType, shape: tuple, root: int, algorithm: str,
+                  sizes=None) -> CollArgs:
+    counts = _split_counts(shape, dtype.itemsize, c.size, sizes)
     return CollArgs("scatter", algorithm, max(counts), dtype, dtype, root=root, counts=counts,
-                    shape=_block_shape(shape, c.size, c.rank))
+                    shape=_block_shape(shape, c.size, c.rank, sizes))
+
+
+def _scatter_plan(c, dtype: DType, shape: tuple, root: int, algorithm: str, sizes=None) -> Plan:
+    """The plan of a scatter of the root's (dtype, shape); *sizes* (None,
+    or a tuple of ints) keys a plan of its own."""
+    key = ("scatter", dtype.name, shape, root, algorithm)
+    return _plan(c, key if sizes is None else key + (sizes,),
+                 lambda: _scatter_args(c, dtype, shape, root, algorithm, sizes))
 
 
 def _broadcast_plan(c, dtype: DType, shape: tuple, root: int, algorithm: str) -> Plan:
@@ -508,11 +536,11 @@ def _broadcast_plan(c, dtype: DType, shape: tuple, root: int, algorithm: str) ->
                                   shape=shape))
 
 
-def _reduce_scatter_args(c, x, op, algorithm, accumulate) -> CollArgs:
+def _reduce_scatter_args(c, x, op, algorithm, accumulate, sizes=None) -> CollArgs:
     a = _reduction_args("reduce_scatter", c, x, op, algorithm, accumulate)
-    counts = _split_counts(x.shape, a.dtype.itemsize, c.size)
+    counts = _split_counts(x.shape, a.dtype.itemsize, c.size, sizes)
     return dataclasses.replace(a, n=max(counts), counts=counts,
-                               shape=_block_shape(x.shape, c.size, c.rank))
+                               shape=_block_shape(x.shape, c.size, c.rank, sizes))
 
 
 def _alltoall_args(c, x, algorithm) -> CollArgs:

@@ -18,7 +18,9 @@ Conventions shared by every collective (DESIGN.md, "Public API"):
 - ``comm`` is a Communicator, an mpi4py intracommunicator (wrapped once and
   cached) or None (a Communicator over COMM_WORLD, made on first use).
 - Blocks are ``np.array_split`` along axis 0; gathers concatenate along
-  axis 0 (``sizes=`` gives each rank's length when they differ).
+  axis 0. ``sizes=`` gives each rank's length when they differ (gathers)
+  or other blocks are wanted (scatter, reduce_scatter), as the counts of
+  MPI's v-variants do.
 - Results are new numpy arrays unless ``out=`` names the caller's memory;
   rooted results are None off the root.
 - Argument errors raise before any message is sent: TypeError for types,
@@ -38,6 +40,7 @@ import json
 import operator
 import threading
 import time
+from collections.abc import Iterator
 from functools import partial
 from typing import TYPE_CHECKING, SupportsIndex
 
@@ -53,10 +56,11 @@ from pycoll._header import HEADER_INLINE, HEADER_OK, WORD_BYTES
 from pycoll._p2p import Channel
 from pycoll._pieces import Pieces
 from pycoll._plan import (CollArgs, Plan, _alltoall_args, _array, _broadcast_plan, _bytes,
-                          _cached_lane, _check_algorithm, _check_exclusive, _check_root,
-                          _check_sizes, _done, _finish, _gather_args, _in_place, _plan,
-                          _reduce_scatter_args, _reduction_args, _result, _rows, _scan_args,
-                          _scatter_args, _send_bytes, _work_dtype, accumulate_of)
+                          _cached_lane, _check_algorithm, _check_counts, _check_exclusive,
+                          _check_root, _check_sizes, _done, _finish, _gather_args, _in_place,
+                          _plan, _reduce_scatter_args, _reduction_args, _result, _rows,
+                          _scan_args, _scatter_plan, _send_bytes, _split_counts, _work_dtype,
+                          accumulate_of)
 from pycoll._resources import NOT_TAKEN
 from pycoll._trials import AlgorithmTuner
 from pycoll.algorithms import REGISTRY, Task
@@ -169,12 +173,13 @@ class Communicator(CommBase):
         return gather(x, root, self, algorithm, sizes, out, async_op, timeout)
 
     def scatter(self, x: ArrayIn | None, root: SupportsIndex = 0, algorithm: str = "auto",
-                out: ArrayIn | None = None, async_op: bool = False, timeout: Timeout = None):
-        if not async_op and self._lane_ready:
+                out: ArrayIn | None = None, async_op: bool = False, timeout: Timeout = None,
+                *, sizes: Sizes = None):
+        if sizes is None and not async_op and self._lane_ready:
             result = _lane_move.scatter(self, x, root, algorithm, out, timeout)
             if result is not NOT_TAKEN:
                 return result
-        return scatter(x, root, self, algorithm, out, async_op, timeout)
+        return scatter(x, root, self, algorithm, out, async_op, timeout, sizes=sizes)
 
     def allgather(self, x: ArrayIn, algorithm: str = "auto", sizes: Sizes = None,
                   out: ArrayIn | None = None, async_op: bool = False, timeout: Timeout = None):
@@ -186,10 +191,12 @@ class Communicator(CommBase):
 
     def reduce_scatter(self, x: ArrayIn, op: OpArg = SUM, algorithm: str = "auto",
                        out: ArrayIn | None = None, accumulate: Accumulate = None,
-                       async_op: bool = False, timeout: Timeout = None):
-        if self._tuner is not None or type(x) is not np.ndarray or _array_like(out):
-            # the tuner (Note [Tuning online] in _trials.py), an array-like's view
-            return reduce_scatter(x, op, self, algorithm, out, accumulate, async_op, timeout)
+                       async_op: bool = False, timeout: Timeout = None, *, sizes: Sizes = None):
+        if self._tuner is not None or type(x) is not np.ndarray or _array_like(out) \
+                or sizes is not None:
+            # the tuner (Note [Tuning online] in _trials.py), an array-like's view, sizes=
+            return reduce_scatter(x, op, self, algorithm, out, accumulate, async_op, timeout,
+                                  sizes=sizes)
         if not async_op and self._lane_ready:
             result = _lane_reduce.reduce_scatter(self, x, op, algorithm, out, accumulate, timeout)
             if result is not None:
@@ -896,10 +903,11 @@ def _allgather_lane(c, x, algorithm, out, timeout, sizes=None):
 
 
 def _kept_sizes(sizes):
-    """sizes= as an async call's lane reads it in its turn: the caller's
-    values when the call was issued (and checked), not a list or array the
-    caller has since changed."""
-    if type(sizes) is list:
+    """sizes= as the general path and an async call's lane read it, maybe
+    later (checks mode checks an async call in its turn): the caller's
+    values when the call was issued, not a list or array the caller has
+    since changed, nor an iterator one of them has used up."""
+    if type(sizes) is list or isinstance(sizes, Iterator):
         return tuple(sizes)
     return sizes.copy() if type(sizes) is np.ndarray else sizes
 
@@ -1019,11 +1027,14 @@ def gather(x: ArrayIn, root: SupportsIndex = 0, comm: CommArg = None, algorithm:
         if result is not NOT_TAKEN:
             return _lane_result(result, view, out)
 
+    sizes = _kept_sizes(sizes)
+
     def prepare():
         xa = _array(x)
         r = _check_root(root, c.size)
-        key = ("gather", xa.dtype, xa.shape, r, algorithm, _check_sizes(sizes, c.size))
-        plan = _plan(c, key, lambda: _gather_args("gather", c, xa, algorithm, sizes, root=r))
+        given = _check_sizes(sizes, c.size)
+        key = ("gather", xa.dtype, xa.shape, r, algorithm, given)
+        plan = _plan(c, key, lambda: _gather_args("gather", c, xa, algorithm, given, root=r))
         a = plan.args
         if c.rank == a.root:
             result, result_data, writeback = _result(out, a.shape, a.dtype)
@@ -1035,10 +1046,8 @@ def gather(x: ArrayIn, root: SupportsIndex = 0, comm: CommArg = None, algorithm:
                 return None
             plan.run(send=send, out=result_data, deadline=deadline)
             return _done(result, result_data, writeback, out)
-        return _gather_record("gather", xa, sizes, algorithm, root=a.root), run
-    lane = partial(_gather_lane, c, x, root, algorithm, out, timeout,
-                   _kept_sizes(sizes)) \
-        if async_op else None
+        return _gather_record("gather", xa, given, algorithm, root=a.root), run
+    lane = partial(_gather_lane, c, x, root, algorithm, out, timeout, sizes) if async_op else None
     return _call(c, "gather", async_op, timeout, prepare, lane)
 
 
@@ -1062,10 +1071,13 @@ def allgather(x: ArrayIn, comm: CommArg = None, algorithm: str = "auto",
         if result is not NOT_TAKEN:
             return _lane_result(result, view, out)
 
+    sizes = _kept_sizes(sizes)
+
     def prepare():
         xa = _array(x)
-        key = ("allgather", xa.dtype, xa.shape, algorithm, _check_sizes(sizes, c.size))
-        plan = _plan(c, key, lambda: _gather_args("allgather", c, xa, algorithm, sizes))
+        given = _check_sizes(sizes, c.size)
+        key = ("allgather", xa.dtype, xa.shape, algorithm, given)
+        plan = _plan(c, key, lambda: _gather_args("allgather", c, xa, algorithm, given))
         a = plan.args
         result, result_data, writeback = _result(out, a.shape, a.dtype)
 
@@ -1078,54 +1090,70 @@ def allgather(x: ArrayIn, comm: CommArg = None, algorithm: str = "auto",
                 send = send.copy()          # out overlaps x elsewhere: blocks land before x leaves
             plan.run(send=send, out=result_data, deadline=deadline)
             return _done(result, result_data, writeback, out)
-        return _gather_record("allgather", xa, sizes, algorithm), run
-    lane = partial(_allgather_lane, c, x, algorithm, out, timeout,
-                   _kept_sizes(sizes)) \
-        if async_op else None
+        return _gather_record("allgather", xa, given, algorithm), run
+    lane = partial(_allgather_lane, c, x, algorithm, out, timeout, sizes) if async_op else None
     return _call(c, "allgather", async_op, timeout, prepare, lane)
 
 
 def scatter(x: ArrayIn | None, root: SupportsIndex = 0, comm: CommArg = None,
             algorithm: str = "auto", out: ArrayIn | None = None, async_op: bool = False,
-            timeout: Timeout = None):
-    """Give rank i block i of the root's x (``np.array_split`` along axis 0).
+            timeout: Timeout = None, *, sizes: Sizes = None):
+    """Give rank i block i of the root's x (``np.array_split`` along axis 0,
+    or sizes[i] rows).
 
     Args:
         x: the root's array (at least 1-d); ignored elsewhere, may be None.
         out: this rank's block buffer.
         algorithm: "auto", "binomial", "linear".
+        sizes: every rank's block length along axis 0 (as MPI's Scatterv
+            takes counts), the same on every rank; they must sum to the
+            root's axis-0 length. None: ``np.array_split``.
 
     Example (2 ranks)::
 
         x = np.arange(5) if rank == 0 else None   # rank 0: [0, 1, 2, 3, 4]
         pycoll.scatter(x, root=0)                 # rank 0: [0, 1, 2]  rank 1: [3, 4]
+        pycoll.scatter(x, root=0, sizes=[1, 4])   # rank 0: [0]        rank 1: [1, 2, 3, 4]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     if type(root) is not int:
         root = _index_root(root)            # Note [Equal keys]
     x = _lane_view(x)                       # Note [Lane views]
-    if not async_op and c._lane_ready and (view := _out_view(out)) is not NOT_TAKEN:
+    if sizes is None and not async_op and c._lane_ready \
+            and (view := _out_view(out)) is not NOT_TAKEN:
         result = _scatter_lane(c, x, root, algorithm, view, timeout)
         if result is not NOT_TAKEN:
             return _lane_result(result, view, out)
+    sizes = _kept_sizes(sizes)
 
     def prepare():
         r = _check_root(root, c.size)
         alg = _check_algorithm("scatter", algorithm)
+        given = _check_counts(sizes, c.size)
         header, msg = None, None
         if c.rank == r:
-            header, msg = _header.root_header(x, lambda m: _rows(m.shape, "scatter"))
+            header, msg = _header.root_header(x, lambda m: _scatter_rows(m, c.size, given))
 
         def run(deadline):
-            payload = None if msg is None else _header.inline_scatter_payload(c, r, alg, msg)
-            dtype, shape, own = _header.exchange(c, r, header, deadline, "scatter", payload)
+            payload = None if msg is None else _header.inline_scatter_payload(c, r, alg, msg, given)
+            dtype, shape, own = _header.exchange(c, r, header, deadline, "scatter", payload, given)
             if own is not None:
-                return _scatter_own(c, r, alg, dtype, shape, own, out)
-            return _scatter_data(c, r, alg, dtype, shape, msg, out, deadline)
-        record = {"collective": "scatter", "root": r, "algorithm": alg}
+                return _scatter_own(c, r, alg, dtype, shape, own, out, given)
+            return _scatter_data(c, r, alg, dtype, shape, msg, out, deadline, given)
+        record = {"collective": "scatter", "root": r, "algorithm": alg,
+                  "sizes": None if given is None else list(given)}
         return record, (_agreed_after(c, "scatter", run) if _checks_on(c) else run)
-    lane = partial(_scatter_lane, c, x, root, algorithm, out, timeout) if async_op else None
+    lane = partial(_scatter_lane, c, x, root, algorithm, out, timeout) \
+        if async_op and sizes is None else None
     return _call(c, "scatter", async_op, timeout, prepare, lane)
+
+
+def _scatter_rows(msg, size: int, sizes) -> None:
+    """The root's x split along axis 0: at least 1-d, its rows what *sizes*
+    (None or a tuple of ints) adds up to."""
+    _rows(msg.shape, "scatter")
+    if sizes is not None:
+        _split_counts(msg.shape, msg.dtype.itemsize, size, sizes)
 
 
 def _agreed_after(c, name: str, run):
@@ -1145,21 +1173,19 @@ def _agreed_after(c, name: str, run):
     return checked
 
 
-def _scatter_own(c, r, alg, dtype, shape, own, out):
+def _scatter_own(c, r, alg, dtype, shape, own, out, sizes=None):
     """An inline scatter's result: this rank's block, *own*, into out or a
     new array (a bad out raises; every message has left already)."""
-    plan = _plan(c, ("scatter", dtype.name, shape, r, alg),
-                 lambda: _scatter_args(c, dtype, shape, r, alg))
+    plan = _scatter_plan(c, dtype, shape, r, alg, sizes)
     result, result_data, writeback = _result(out, plan.args.shape, dtype)
     result_data[:] = own
     return _done(result, result_data, writeback, out)
 
 
-def _scatter_data(c, r, alg, dtype, shape, msg, out, deadline):
+def _scatter_data(c, r, alg, dtype, shape, msg, out, deadline, sizes=None):
     """A scatter once every rank knows the root's (dtype, shape): the
     blocks, into out or a new array (*msg* is the root's input)."""
-    plan = _plan(c, ("scatter", dtype.name, shape, r, alg),
-                 lambda: _scatter_args(c, dtype, shape, r, alg))
+    plan = _scatter_plan(c, dtype, shape, r, alg, sizes)
     a = plan.args
     # A bad out (known only now, from the header) is raised after taking
     # part, so that no other rank waits for this one forever.
@@ -1180,20 +1206,26 @@ def _scatter_data(c, r, alg, dtype, shape, msg, out, deadline):
 
 def reduce_scatter(x: ArrayIn, op: OpArg = SUM, comm: CommArg = None, algorithm: str = "auto",
                    out: ArrayIn | None = None, accumulate: Accumulate = None,
-                   async_op: bool = False, timeout: Timeout = None):
+                   async_op: bool = False, timeout: Timeout = None, *, sizes: Sizes = None):
     """Reduce x elementwise over all ranks; rank i gets block i of the result
-    (``np.array_split`` along axis 0).
+    (``np.array_split`` along axis 0, or sizes[i] rows).
 
     Args: as allreduce (x at least 1-d); ``out`` is this rank's block.
-    algorithm: "auto", "ring", "recursive_halving".
+    algorithm: "auto", "ring", "recursive_halving". sizes: every rank's
+    block length along axis 0 (as MPI's Reduce_scatter takes counts), the
+    same on every rank, summing to x's; None: ``np.array_split``.
 
     Example (2 ranks)::
 
         x = np.arange(4) * (rank + 1)     # rank 0: [0, 1, 2, 3]   rank 1: [0, 2, 4, 6]
         pycoll.reduce_scatter(x)          # rank 0: [0, 3]         rank 1: [6, 9]
+        pycoll.reduce_scatter(x, sizes=[3, 1])   # rank 0: [0, 3, 6]   rank 1: [9]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     x = _lane_view(x)                       # Note [Lane views]
+    if sizes is not None:
+        return _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op, timeout,
+                               _kept_sizes(sizes))
     if c._tuner is not None and algorithm == "auto" and not async_op:
         x = _array(x)
         if _tunable(c, x):
@@ -1208,17 +1240,22 @@ def reduce_scatter(x: ArrayIn, op: OpArg = SUM, comm: CommArg = None, algorithm:
     return _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op, timeout)
 
 
-def _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op=False, timeout=None):
+def _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op=False, timeout=None,
+                    sizes=None):
+    """reduce_scatter past its lane and the tuner; *sizes* as the caller
+    passed them (_kept_sizes), or None."""
     def prepare():
         xa, o = _array(x), key_op(op)
-        plan = _plan(c, ("reduce_scatter", xa.dtype, xa.shape, o, algorithm, accumulate),
-                     lambda: _reduce_scatter_args(c, xa, o, algorithm, accumulate))
+        given = _check_sizes(sizes, c.size)
+        key = ("reduce_scatter", xa.dtype, xa.shape, o, algorithm, accumulate)
+        plan = _plan(c, key if given is None else key + (given,),
+                     lambda: _reduce_scatter_args(c, xa, o, algorithm, accumulate, given))
         a = plan.args
         result, result_data, writeback = _result(out, a.shape, a.result)
 
         def run(deadline):
             # The C lane, where the top of reduce_scatter() could not take it
-            # (checks mode, an async call): it has no deadline to keep.
+            # (checks mode, an async call, sizes=): it has no deadline to keep.
             if deadline is None and plan.lane is not None and writeback is None \
                     and plan.lane.run(xa, result) is not None:
                 return result
@@ -1229,7 +1266,9 @@ def _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op=False, timeou
             plan.run(send=send, data=c.scratch("output", sum(a.counts)), out=mine, deadline=deadline)
             _finish(a, mine, result_data, c.size)
             return _done(result, result_data, writeback, out)
-        return _reduction_record("reduce_scatter", xa, o, algorithm, accumulate), run
+        record = _reduction_record("reduce_scatter", xa, o, algorithm, accumulate,
+                                   sizes=None if given is None else list(given))
+        return record, run
     return _call(c, "reduce_scatter", async_op, timeout, prepare)
 
 

@@ -228,12 +228,25 @@ def reduce_case(run, algo, op, dtype, shape, root):
         assert y is None, f"{name}: got {y!r} off the root"
 
 
-def reduce_scatter_case(run, algo, op, dtype, shape):
-    name = f"reduce_scatter {algo} {op.value} {dtype} {shape}"
+def split_by(x: np.ndarray, p: int, sizes=None) -> list:
+    """x's blocks along axis 0: np.array_split's, or of sizes[i] rows."""
+    if sizes is None:
+        return np.array_split(x, p, axis=0)
+    return np.split(x, np.cumsum(sizes)[:-1], axis=0)
+
+
+def uneven_sizes(p: int, rows: int, seed: int) -> list:
+    """*rows* dealt to p ranks at random: some get none, one may get all."""
+    rng = np.random.default_rng(seed)
+    return np.bincount(rng.integers(0, p, rows), minlength=p).tolist()
+
+
+def reduce_scatter_case(run, algo, op, dtype, shape, sizes=None):
+    name = f"reduce_scatter {algo} {op.value} {dtype} {shape} sizes={sizes}"
     seed = seed_of(name)
     xs = [rank_data(dtype, shape, i, seed, op) for i in range(run.p)]
-    y = run.comm.reduce_scatter(xs[run.r], op=op, algorithm=algo)
-    run.check(name, y, np.array_split(reduce_ranks(op, xs), run.p, axis=0)[run.r])
+    y = run.comm.reduce_scatter(xs[run.r], op=op, algorithm=algo, sizes=sizes)
+    run.check(name, y, split_by(reduce_ranks(op, xs), run.p, sizes)[run.r])
 
 
 def scan_case(run, algo, op, dtype, shape, exclusive):
@@ -366,6 +379,12 @@ def group_reductions(run):
         for n in counts:
             for op, dtype in FEW:
                 reduce_scatter_case(run, algo, op, dtype, (n, 3))
+        # sizes=: any rows per rank (none, all on one rank, many segments)
+        for n in counts:
+            sizes = uneven_sizes(p, n, seed_of("reduce_scatter sizes", algo, n))
+            for op, dtype in FEW[:3]:
+                reduce_scatter_case(run, algo, op, dtype, (n, 3), sizes)
+        reduce_scatter_case(run, algo, Op.SUM, "bfloat16", (p + 2,), [0] * (p - 1) + [p + 2])
     for algo in ALGORITHMS["scan"]:
         for exclusive in (False, True):
             for op, dtype in pairs:
@@ -407,12 +426,12 @@ def gather_case(run, algo, dtype, shape, root, sizes=None):
         assert y is None, f"{name}: got {y!r} off the root"
 
 
-def scatter_case(run, algo, dtype, shape, root, give_x_everywhere=False):
-    name = f"scatter {algo} {dtype} {shape} root {root}"
+def scatter_case(run, algo, dtype, shape, root, give_x_everywhere=False, sizes=None):
+    name = f"scatter {algo} {dtype} {shape} root {root} sizes={sizes}"
     x = rank_data(dtype, shape, root, seed_of(name))
     mine = x if run.r == root else (np.zeros(3) if give_x_everywhere else None)
-    y = run.comm.scatter(mine, root=root, algorithm=algo)
-    run.check(name, y, np.array_split(x, run.p, axis=0)[run.r])
+    y = run.comm.scatter(mine, root=root, algorithm=algo, sizes=sizes)
+    run.check(name, y, split_by(x, run.p, sizes)[run.r])
 
 
 def allgather_case(run, algo, dtype, shape, sizes=None):
@@ -463,6 +482,9 @@ def group_movement(run):
             scatter_case(run, algo, dtype, (2 * p + 1,), p - 1)
         for n in counts:
             scatter_case(run, algo, "uint16", (n, 3), p // 2)
+            sizes = uneven_sizes(p, n, seed_of("scatter sizes", algo, n))
+            scatter_case(run, algo, "complex64", (n, 2), p - 1 - p // 2, sizes=sizes)
+        scatter_case(run, algo, "float16", (p + 2,), 0, sizes=[p + 2] + [0] * (p - 1))
     for algo in ALGORITHMS["allgather"]:
         for dtype in ALL_DTYPES:
             allgather_case(run, algo, dtype, (2,))
@@ -872,6 +894,8 @@ def group_errors(run):
         expect(TypeError, "exclusive must be a bool, got int", comm.scan, f, exclusive=bad)
         run.count += 1
 
+    split_sizes_cases(run)
+
     # The root's bad input reaches ranks with x=None through the header.
     bad = np.array([object()]) if r == 0 else None
     exc = expect(TypeError, "root:", comm.broadcast, bad, 0)
@@ -888,6 +912,94 @@ def group_errors(run):
     y = comm.allreduce(np.array([r + 1.0]))
     run.check("after errors", y, np.array([p * (p + 1) / 2]))
     run.same_everywhere("after errors", y)
+
+
+def split_sizes_cases(run):
+    """scatter's and reduce_scatter's sizes= (the counts of MPI's Scatterv
+    and Reduce_scatter): any form of a sequence of ints, an iterator too
+    (gather's and allgather's as well); a plan per sizes; bad sizes raise
+    on every rank before any message (a root's through the header), the
+    caller's buffers untouched; an async call keeps the sizes it was
+    issued with."""
+    comm, p, r = run.comm, run.p, run.r
+    rows = [(2 * i + 1) % 3 for i in range(p)]          # 1, 0, 2, 1, 0, ...
+    total = sum(rows)
+    x = np.arange(total * 2, dtype=np.float32).reshape(total, 2) + 1
+    mine = split_by(x, p, rows)[r]
+    forms = (rows, tuple(rows), np.array(rows), np.array(rows, np.uint8), iter(rows),
+             (k for k in rows), map(int, rows), rows)
+    for i, form in enumerate(forms):
+        label = f"sizes as {type(form).__name__}"
+        # one call per form (an iterator is read once), each collective in turn
+        call = i % 4
+        want = split_by(x * p, p, rows)[r]
+        if call == 0:
+            run.check(f"reduce_scatter {label}", comm.reduce_scatter(x, sizes=form), want)
+        elif call == 1:
+            run.check(f"scatter {label}", comm.scatter(x if r == 0 else None, sizes=form), mine)
+        elif call == 2:
+            run.check(f"allgather {label}", comm.allgather(mine, sizes=form), x)
+        else:
+            got = pycoll.gather(mine, 0, comm, sizes=form)
+            if r == 0:
+                run.check(f"gather {label}", got, x)
+        run.count += 1
+    # one plan per sizes: the same shape split two ways, then array_split's
+    for sizes in (rows, rows[::-1], None, rows):
+        want = split_by(x * p, p, sizes)[r]
+        for repeat in range(2):
+            run.check(f"reduce_scatter sizes={sizes} call {repeat}",
+                      pycoll.reduce_scatter(x, comm=comm, sizes=sizes), want)
+            run.check(f"scatter sizes={sizes} call {repeat}",
+                      pycoll.scatter(x if r == p - 1 else None, p - 1, comm, sizes=sizes),
+                      split_by(x, p, sizes)[r])
+    # out= of this rank's block
+    out = np.full((rows[r], 2), -1, np.float32)
+    assert comm.reduce_scatter(x, out=out, sizes=rows) is out
+    run.check("reduce_scatter sizes out=", out, split_by(x * p, p, rows)[r])
+    out = np.full((rows[r], 2), -1, np.float32)
+    assert comm.scatter(x if r == 0 else None, out=out, sizes=rows) is out
+    run.check("scatter sizes out=", out, mine)
+    # async: the sizes as issued, whatever the list holds later (checks
+    # mode reads them in the call's turn)
+    for checks in (False, True):
+        pycoll.set_checks(checks)
+        try:
+            sizes = list(rows)
+            handles = [comm.reduce_scatter(x, sizes=sizes, async_op=True),
+                       comm.scatter(x if r == 0 else None, sizes=sizes, async_op=True)]
+            sizes.reverse()
+            run.check(f"async reduce_scatter sizes checks={checks}", handles[0].wait(),
+                      split_by(x * p, p, rows)[r])
+            run.check(f"async scatter sizes checks={checks}", handles[1].wait(), mine)
+        finally:
+            pycoll.set_checks(False)
+
+    # bad sizes: every rank raises before any message, x untouched
+    snapshot = x.copy()
+    bad = [
+        (f"sizes must hold {p} non-negative ints, got {(1,) * (p + 1)}", [1] * (p + 1)),
+        (f"sizes must hold {p} non-negative ints", [-1] + [0] * (p - 2) + [total + 1]),
+        (f"sizes must be a sequence of {p} ints", [float(k) for k in rows]),
+        (f"sizes must be a sequence of {p} ints", "12"),
+        (f"sizes must be a sequence of {p} ints", 3),
+    ]
+    bad.append((f"sizes must sum to the {total} rows of x, got {rows[:-1] + [rows[-1] + 1]} "
+                f"(sum {total + 1})", rows[:-1] + [rows[-1] + 1]))
+    for match, sizes in bad:
+        expect(ValueError, match, comm.reduce_scatter, x, sizes=sizes)
+        # scatter: the root's bad sum reaches the others through the header
+        root_only = "sum to" in match
+        exc = expect(ValueError, match, comm.scatter, x if r == 0 else None, sizes=sizes)
+        assert str(exc).startswith("root: ") == (root_only and True), str(exc)
+        assert np.array_equal(x, snapshot), f"sizes={sizes!r} wrote into x"
+        run.count += 2
+    expect(ValueError, f"expected ({rows[r]}, 2)", comm.reduce_scatter, x, sizes=rows,
+           out=np.zeros((rows[r] + 1, 2), np.float32))
+    # a scatter's out is checked against the root's header: it takes part, then raises
+    expect(ValueError, f"expected ({rows[r]}, 2)", comm.scatter, x if r == 0 else None,
+           sizes=rows, out=np.zeros((rows[r] + 1, 2), np.float32))
+    run.check("after bad sizes", comm.reduce_scatter(x, sizes=rows), split_by(x * p, p, rows)[r])
 
 
 def group_settings(run):
@@ -3519,7 +3631,7 @@ def array_like(a: np.ndarray, kind: str, written: bool = False):
 
 def mixed_call(run, rng, seed):
     """One call: collective, algorithm, (op, dtype), count (0, below p,
-    ragged sizes=), trailing shape, x strided or in Fortran order, out=
+    ragged sizes= of gathers and splits), trailing shape, x strided or in Fortran order, out=
     (strided too), each as numpy or another array-like, async_op,
     timeout, root, the method or the module function with comm=."""
     comm, p, r = run.comm, run.p, run.r
@@ -3539,6 +3651,9 @@ def mixed_call(run, rng, seed):
     kwargs = {"async_op": async_op, "timeout": [None, 120.0][rng.integers(2)]}
     if collective != "barrier":
         kwargs["algorithm"] = algo
+    split = None                                    # scatter's, reduce_scatter's sizes=
+    if collective in ("scatter", "reduce_scatter") and rng.integers(2):
+        split = kwargs["sizes"] = np.bincount(rng.integers(0, p, shape[0]), minlength=p).tolist()
     if collective in ("allreduce", "reduce", "reduce_scatter", "scan"):
         pairs = reduction_pairs()
         op, dtype = pairs[rng.integers(len(pairs))]
@@ -3546,7 +3661,7 @@ def mixed_call(run, rng, seed):
         kwargs["op"] = op
         reduced = reduce_ranks(op, xs)
         expected = {"allreduce": reduced, "reduce": reduced if r == root else None,
-                    "reduce_scatter": np.array_split(reduced, p, axis=0)[r]}.get(collective)
+                    "reduce_scatter": split_by(reduced, p, split)[r]}.get(collective)
         if collective == "scan":
             kwargs["exclusive"] = exclusive = bool(rng.integers(2))
             upto = r if exclusive else r + 1
@@ -3565,7 +3680,7 @@ def mixed_call(run, rng, seed):
             "broadcast": xs[root],
             "gather": gathered if r == root else None,
             "allgather": gathered,
-            "scatter": np.array_split(xs[root], p, axis=0)[r],
+            "scatter": split_by(xs[root], p, split)[r],
             "alltoall": np.concatenate([np.array_split(x, p, axis=0)[r] for x in xs]),
         }.get(collective)
         if collective == "broadcast" and r != root:
@@ -4042,6 +4157,12 @@ def group_against_mpi(run):
         y = np.empty((counts[r] // 3, 3), dtype)
         world.Reduce_scatter(x, y, recvcounts=counts, op=ops[name])
         run.check(f"Reduce_scatter {label}", pycoll.reduce_scatter(x, name, comm=comm), y)
+        # and with any counts: pycoll's sizes= (rows, some ranks none)
+        rows = [sum((2 * k + 1) % p == i for k in range(7)) for i in range(p)]
+        y = np.empty((rows[r], 3), dtype)
+        world.Reduce_scatter(x, y, recvcounts=[k * 3 for k in rows], op=ops[name])
+        run.check(f"Reduce_scatter counts {label}",
+                  pycoll.reduce_scatter(x, name, comm=comm, sizes=rows), y)
         whole = np.tile(x[:1], (2 * p, 1))
         y = np.empty((2, 3), dtype)
         world.Reduce_scatter_block(whole, y, op=ops[name])
@@ -4085,6 +4206,12 @@ def group_against_mpi(run):
         y = np.empty((split[r] // 2, 2), dtype)
         world.Scatterv([odd, split], y, root=root)
         run.check(f"Scatterv {label}", pycoll.scatter(odd if r == root else None, root, comm=comm), y)
+        # and with any counts: rank i gets i + 1 rows
+        y = np.empty((r + 1, 2), dtype)
+        whole = np.concatenate([odd] * p)[:sum(rows)]
+        world.Scatterv([whole, [k * 2 for k in rows]], y, root=root)
+        run.check(f"Scatterv counts {label}",
+                  pycoll.scatter(whole if r == root else None, root, comm=comm, sizes=rows), y)
     world.Barrier()
     assert pycoll.barrier(comm=comm) is None
     h = pycoll.allreduce(np.full(3, r + 1.0), comm=comm, async_op=True)
@@ -4218,6 +4345,18 @@ def group_checks(run):
                 expect(pycoll.MismatchError, "collective", comm.broadcast, np.ones(2), 0)
             # allgather without sizes: axis-0 lengths must agree
             expect(pycoll.MismatchError, "shape", comm.allgather, np.ones(1 + (r == 0)))
+            # scatter's and reduce_scatter's sizes= must agree, given or not
+            even = [1] * p
+            odd = [2, 0] + even[2:] if r == p - 1 else even
+            for sizes in (odd, even if r else None):
+                exc = expect(pycoll.MismatchError, "sizes", comm.reduce_scatter, np.ones((p, 2)),
+                             sizes=sizes)
+                assert f"rank {p - 1}:" in str(exc), str(exc)
+                expect(pycoll.MismatchError, "sizes", comm.scatter,
+                       np.ones((p, 2)) if r == 0 else None, sizes=sizes)
+            agreed = [2, 0] + even[2:]
+            run.check("checked sizes", comm.reduce_scatter(np.ones((p, 2)), sizes=agreed),
+                      np.full((agreed[r], 2), float(p)))
             # broadcast: an x off the root that does not match the root's,
             # or is read-only, on every rank; x=None matches anything
             exc = expect(pycoll.MismatchError, "ranks disagree about broadcast", comm.broadcast,
