@@ -54,6 +54,7 @@ class CollArgs:
     op: Op | None = None
     root: int = 0
     counts: tuple = ()
+    recv_counts: tuple = ()         # alltoall with sizes=: the blocks this rank receives
     exclusive: bool = False
     shape: tuple = ()
 
@@ -81,7 +82,8 @@ class Plan:
                   args.n, comm.size, self.algorithm, segment)
         self.channel = Channel(comm, 0, op, args.dtype.code, segment)
         self.task = Task(self.channel, comm.rank, comm.size, args.root, args.dtype.itemsize,
-                         counts=args.counts, exclusive=args.exclusive)
+                         counts=args.counts, recv_counts=args.recv_counts,
+                         exclusive=args.exclusive)
         self.lane = _lane(comm, args, self.algorithm, self.module, segment)
 
     def run(self, send=None, data=None, out=None, deadline=None) -> None:
@@ -310,6 +312,25 @@ def _check_counts(sizes, size: int):
     if sizes is not None and (len(sizes) != size or min(sizes, default=0) < 0):
         raise ValueError(f"sizes must hold {size} non-negative ints, got {sizes}")
     return sizes
+
+
+def _check_matrix(sizes, size: int):
+    """alltoall's sizes= as its plan is keyed by it: None, or a tuple of
+    *size* tuples of *size* non-negative ints (sizes[i][j]: the rows rank
+    i sends to rank j); a nested sequence or a 2-d integer array."""
+    if sizes is None:
+        return None
+    try:
+        if isinstance(sizes, (str, bytes)):
+            raise TypeError
+        matrix = tuple(_check_sizes(line, size) for line in sizes)
+    except (TypeError, ValueError):
+        matrix = None
+    if matrix is None or len(matrix) != size or any(
+            len(line) != size or min(line, default=0) < 0 for line in matrix):
+        raise ValueError(f"sizes must be a {size} x {size} matrix of non-negative ints "
+                         f"(sizes[i][j]: the rows rank i sends to rank j), got {sizes!r}")
+    return matrix
 
 
 def _check_exclusive(exclusive) -> bool:
@@ -543,13 +564,27 @@ def _reduce_scatter_args(c, x, op, algorithm, accumulate, sizes=None) -> CollArg
                                shape=_block_shape(x.shape, c.size, c.rank, sizes))
 
 
-def _alltoall_args(c, x, algorithm) -> CollArgs:
+def _alltoall_args(c, x, algorithm, sizes=None) -> CollArgs:
+    """An alltoall's blocks: np.array_split's, or, given *sizes* (a
+    matrix from _check_matrix), sizes[r][j] rows from rank r to rank j."""
     dtype = dtype_of(x.dtype, "x")
     algorithm = _check_algorithm("alltoall", algorithm)
-    counts = _split_counts(x.shape, dtype.itemsize, c.size)
-    own = _block_shape(x.shape, c.size, c.rank)
+    if sizes is None:
+        counts = _split_counts(x.shape, dtype.itemsize, c.size)
+        own = _block_shape(x.shape, c.size, c.rank)
+        return CollArgs("alltoall", algorithm, max(counts), dtype, dtype, counts=counts,
+                        shape=(own[0] * c.size, *own[1:]))
+    rows, row = _rows(x.shape, "alltoall")
+    mine = sizes[c.rank]
+    if sum(mine) != rows:
+        raise ValueError(f"sizes[{c.rank}] must sum to the {rows} rows of x on rank {c.rank}, "
+                         f"got {list(mine)} (sum {sum(mine)})")
+    received = [sizes[i][c.rank] for i in range(c.size)]
+    row_bytes = row * dtype.itemsize
+    counts = tuple(k * row_bytes for k in mine)
     return CollArgs("alltoall", algorithm, max(counts), dtype, dtype, counts=counts,
-                    shape=(own[0] * c.size, *own[1:]))
+                    recv_counts=tuple(k * row_bytes for k in received),
+                    shape=(sum(received), *x.shape[1:]))
 
 
 def _scan_args(c, x, op, exclusive, algorithm, accumulate) -> CollArgs:

@@ -51,7 +51,11 @@ Ids: TypeAlias = Union[Iterable[SupportsIndex], None]
 """A FusionManager's ``fusion=`` (one id per array) or ``split_indices=``."""
 
 Sizes: TypeAlias = Union[Iterable[SupportsIndex], None]
-"""``sizes=``: every rank's axis-0 length, or None (all equal)."""
+"""``sizes=``: every rank's axis-0 length, or None (all equal, or np.array_split's)."""
+
+Matrix: TypeAlias = Union[Iterable[Iterable[SupportsIndex]], None]
+"""alltoall's ``sizes=``: sizes[i][j], the rows rank i sends to rank j (a 2-d
+integer array too), or None (np.array_split's)."""
 
 Timeout: TypeAlias = Union[float, datetime.timedelta, None]
 """``timeout=``: seconds (any real number >= 0) or a timedelta; None: PYCOLL_TIMEOUT."""

@@ -19,8 +19,8 @@ Conventions shared by every collective (DESIGN.md, "Public API"):
   cached) or None (a Communicator over COMM_WORLD, made on first use).
 - Blocks are ``np.array_split`` along axis 0; gathers concatenate along
   axis 0. ``sizes=`` gives each rank's length when they differ (gathers)
-  or other blocks are wanted (scatter, reduce_scatter), as the counts of
-  MPI's v-variants do.
+  or other blocks are wanted (scatter, reduce_scatter; alltoall's is a
+  p x p matrix), as the counts of MPI's v-variants do.
 - Results are new numpy arrays unless ``out=`` names the caller's memory;
   rooted results are None off the root.
 - Argument errors raise before any message is sent: TypeError for types,
@@ -57,10 +57,10 @@ from pycoll._p2p import Channel
 from pycoll._pieces import Pieces
 from pycoll._plan import (CollArgs, Plan, _alltoall_args, _array, _broadcast_plan, _bytes,
                           _cached_lane, _check_algorithm, _check_counts, _check_exclusive,
-                          _check_root, _check_sizes, _done, _finish, _gather_args, _in_place,
-                          _plan, _reduce_scatter_args, _reduction_args, _result, _rows,
-                          _scan_args, _scatter_plan, _send_bytes, _split_counts, _work_dtype,
-                          accumulate_of)
+                          _check_matrix, _check_root, _check_sizes, _done, _finish,
+                          _gather_args, _in_place, _plan, _reduce_scatter_args,
+                          _reduction_args, _result, _rows, _scan_args, _scatter_plan,
+                          _send_bytes, _split_counts, _work_dtype, accumulate_of)
 from pycoll._resources import NOT_TAKEN
 from pycoll._trials import AlgorithmTuner
 from pycoll.algorithms import REGISTRY, Task
@@ -68,7 +68,7 @@ from pycoll.algorithms._shape import same_bytes
 from pycoll.errors import MismatchError
 
 if TYPE_CHECKING:
-    from pycoll._typing import Accumulate, ArrayIn, CommArg, OpArg, Sizes, Timeout
+    from pycoll._typing import Accumulate, ArrayIn, CommArg, Matrix, OpArg, Sizes, Timeout
 
 SUM, PROD, MAX, MIN, AVG = Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.AVG
 BAND, BOR, BXOR = Op.BAND, Op.BOR, Op.BXOR
@@ -204,12 +204,12 @@ class Communicator(CommBase):
         return _reduce_scatter(self, x, op, algorithm, out, accumulate, async_op, timeout)
 
     def alltoall(self, x: ArrayIn, algorithm: str = "auto", out: ArrayIn | None = None,
-                 async_op: bool = False, timeout: Timeout = None):
-        if not async_op and self._lane_ready:
+                 async_op: bool = False, timeout: Timeout = None, *, sizes: Matrix = None):
+        if sizes is None and not async_op and self._lane_ready:
             result = _lane_move.alltoall(self, x, algorithm, out, timeout)
             if result is not NOT_TAKEN:
                 return result
-        return alltoall(x, self, algorithm, out, async_op, timeout)
+        return alltoall(x, self, algorithm, out, async_op, timeout, sizes=sizes)
 
     def scan(self, x: ArrayIn, op: OpArg = SUM, exclusive: bool = False,
              algorithm: str = "auto", out: ArrayIn | None = None, accumulate: Accumulate = None,
@@ -1273,31 +1273,43 @@ def _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op=False, timeou
 
 
 def alltoall(x: ArrayIn, comm: CommArg = None, algorithm: str = "auto",
-             out: ArrayIn | None = None, async_op: bool = False, timeout: Timeout = None):
-    """Send block j of x (``np.array_split`` along axis 0) to rank j; the
-    blocks received are concatenated in rank order.
+             out: ArrayIn | None = None, async_op: bool = False, timeout: Timeout = None,
+             *, sizes: Matrix = None):
+    """Send block j of x (``np.array_split`` along axis 0, or sizes[r][j]
+    rows) to rank j; the blocks received are concatenated in rank order.
 
     Args:
         x: this rank's array, at least 1-d, the same shape and dtype on every
-            rank.
+            rank (the same dtype and trailing shape with ``sizes``).
         algorithm: "auto", "pairwise".
+        sizes: a p x p matrix, the same on every rank (as MPI's Alltoallv
+            takes counts, or torch's all_to_all_single its split sizes):
+            sizes[i][j] is the rows rank i sends to rank j, so row r sums
+            to this rank's rows and column r to its result's. A rank that
+            knows only its own row can allgather them first:
+            ``sizes = pycoll.allgather(np.array([row]))``.
 
     Example (2 ranks)::
 
         x = np.array([10, 11]) + 10 * rank   # rank 0: [10, 11]   rank 1: [20, 21]
         pycoll.alltoall(x)                   # rank 0: [10, 20]   rank 1: [11, 21]
+        pycoll.alltoall(x, sizes=[[2, 0], [1, 1]])   # rank 0: [10, 11, 20]   rank 1: [21]
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     x = _lane_view(x)                       # Note [Lane views]
-    if not async_op and c._lane_ready and (view := _out_view(out)) is not NOT_TAKEN:
+    if sizes is None and not async_op and c._lane_ready \
+            and (view := _out_view(out)) is not NOT_TAKEN:
         result = _alltoall_lane(c, x, algorithm, view, timeout)
         if result is not NOT_TAKEN:
             return _lane_result(result, view, out)
+    sizes = _kept_sizes(sizes)
 
     def prepare():
         xa = _array(x)
-        plan = _plan(c, ("alltoall", xa.dtype, xa.shape, algorithm),
-                     lambda: _alltoall_args(c, xa, algorithm))
+        given = _check_matrix(sizes, c.size)
+        key = ("alltoall", xa.dtype, xa.shape, algorithm)
+        plan = _plan(c, key if given is None else key + (given,),
+                     lambda: _alltoall_args(c, xa, algorithm, given))
         a = plan.args
         result, result_data, writeback = _result(out, a.shape, a.dtype)
 
@@ -1307,9 +1319,13 @@ def alltoall(x: ArrayIn, comm: CommArg = None, algorithm: str = "auto",
                 send = send.copy()          # out overlaps x: blocks land before others leave
             plan.run(send=send, out=result_data, deadline=deadline)
             return _done(result, result_data, writeback, out)
-        return {"collective": "alltoall", "dtype": xa.dtype, "shape": xa.shape,
-                "algorithm": algorithm}, run
-    lane = partial(_alltoall_lane, c, x, algorithm, out, timeout) if async_op else None
+        shape = list(xa.shape)
+        record = {"collective": "alltoall", "dtype": xa.dtype, "algorithm": algorithm,
+                  "shape": shape if given is None else ["*"] + shape[1:],
+                  "sizes": None if given is None else [list(line) for line in given]}
+        return record, run
+    lane = partial(_alltoall_lane, c, x, algorithm, out, timeout) \
+        if async_op and sizes is None else None
     return _call(c, "alltoall", async_op, timeout, prepare, lane)
 
 

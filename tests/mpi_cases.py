@@ -444,13 +444,21 @@ def allgather_case(run, algo, dtype, shape, sizes=None):
     run.same_everywhere(name, y)
 
 
-def alltoall_case(run, algo, dtype, shape):
-    name = f"alltoall {algo} {dtype} {shape}"
+def alltoall_case(run, algo, dtype, shape, sizes=None):
+    """*sizes*: None, or the p x p matrix (rank i's x then has sum(sizes[i]) rows)."""
+    name = f"alltoall {algo} {dtype} {shape} sizes={sizes}"
     seed = seed_of(name)
-    xs = [rank_data(dtype, shape, i, seed) for i in range(run.p)]
-    y = run.comm.alltoall(xs[run.r], algorithm=algo)
-    expected = np.concatenate([np.array_split(x, run.p, axis=0)[run.r] for x in xs])
+    shapes = [shape if sizes is None else (sum(sizes[i]), *shape[1:]) for i in range(run.p)]
+    xs = [rank_data(dtype, s, i, seed) for i, s in enumerate(shapes)]
+    y = run.comm.alltoall(xs[run.r], algorithm=algo, sizes=sizes)
+    expected = np.concatenate([split_by(x, run.p, None if sizes is None else sizes[i])[run.r]
+                               for i, x in enumerate(xs)])
     run.check(name, y, expected)
+
+
+def uneven_matrix(p: int, rows: int, seed: int) -> list:
+    """alltoall's sizes=: each rank's *rows* dealt to p ranks at random."""
+    return [uneven_sizes(p, rows, seed + i) for i in range(p)]
 
 
 def group_movement(run):
@@ -497,6 +505,11 @@ def group_movement(run):
             alltoall_case(run, algo, dtype, (2 * p + 1,))
         for n in counts:
             alltoall_case(run, algo, "float64", (n, 2))
+            alltoall_case(run, algo, "int8", (n, 3), uneven_matrix(p, n, seed_of("alltoall", n)))
+        # one rank sends all it has to one other, the rest send nothing
+        only = [[0] * p for _ in range(p)]
+        only[p - 1][0] = p + 2
+        alltoall_case(run, algo, "bfloat16", (1,), only)
     for algo in ALGORITHMS["barrier"]:
         run.comm.barrier()
 
@@ -994,12 +1007,62 @@ def split_sizes_cases(run):
         assert str(exc).startswith("root: ") == (root_only and True), str(exc)
         assert np.array_equal(x, snapshot), f"sizes={sizes!r} wrote into x"
         run.count += 2
+    alltoall_sizes_cases(run)
     expect(ValueError, f"expected ({rows[r]}, 2)", comm.reduce_scatter, x, sizes=rows,
            out=np.zeros((rows[r] + 1, 2), np.float32))
     # a scatter's out is checked against the root's header: it takes part, then raises
     expect(ValueError, f"expected ({rows[r]}, 2)", comm.scatter, x if r == 0 else None,
            sizes=rows, out=np.zeros((rows[r] + 1, 2), np.float32))
     run.check("after bad sizes", comm.reduce_scatter(x, sizes=rows), split_by(x * p, p, rows)[r])
+
+
+def alltoall_sizes_cases(run):
+    """alltoall's sizes= (a p x p matrix, as MPI's Alltoallv counts): as a
+    nested list, a 2-d integer array, tuples or iterators; a plan per
+    matrix; a bad matrix raises on every rank before any message; an
+    async call keeps the matrix it was issued with."""
+    comm, p, r = run.comm, run.p, run.r
+    matrix = [[(2 * i + j) % 3 for j in range(p)] for i in range(p)]
+    xs = [np.arange(sum(line) * 2, dtype=np.int32).reshape(-1, 2) + 100 * i
+          for i, line in enumerate(matrix)]
+    want = np.concatenate([split_by(xs[i], p, matrix[i])[r] for i in range(p)])
+    for form in (matrix, np.array(matrix), tuple(map(tuple, matrix)),
+                 iter([iter(line) for line in matrix]), np.array(matrix).T.T):
+        label = f"alltoall sizes as {type(form).__name__}"
+        run.check(label, comm.alltoall(xs[r], sizes=form), want)
+        run.count += 1
+    transposed = [list(line) for line in zip(*matrix)]
+    for sizes in (matrix, transposed, matrix):              # one plan each
+        mine = np.arange(sum(sizes[r]) * 2, dtype=np.int32).reshape(-1, 2) + 100 * r
+        theirs = [np.arange(sum(sizes[i]) * 2, dtype=np.int32).reshape(-1, 2) + 100 * i
+                  for i in range(p)]
+        run.check(f"alltoall sizes={sizes}", pycoll.alltoall(mine, comm=comm, sizes=sizes),
+                  np.concatenate([split_by(theirs[i], p, sizes[i])[r] for i in range(p)]))
+    out = np.full_like(want, -1)
+    assert comm.alltoall(xs[r], out=out, sizes=matrix) is out
+    run.check("alltoall sizes out=", out, want)
+    for checks in (False, True):
+        pycoll.set_checks(checks)
+        try:
+            sizes = [list(line) for line in matrix]
+            handle = comm.alltoall(xs[r], sizes=sizes, async_op=True)
+            sizes.reverse()                     # after issuing: the call keeps its matrix
+            run.check(f"async alltoall sizes checks={checks}", handle.wait(), want)
+        finally:
+            pycoll.set_checks(False)
+    snapshot = xs[r].copy()
+    for sizes in ([line[:-1] for line in matrix] if p > 1 else [[]], matrix[:-1] or [[1, 2]],
+                  [[-1] * p] * p, sum(matrix, []), "ab", 3, [["1"] * p] * p):
+        expect(ValueError, f"sizes must be a {p} x {p} matrix of non-negative ints", comm.alltoall,
+               xs[r], sizes=sizes)
+        run.count += 1
+    grown = [line[:-1] + [line[-1] + 1] for line in matrix]
+    expect(ValueError, f"sizes[{r}] must sum to the {sum(matrix[r])} rows of x on rank {r}",
+           comm.alltoall, xs[r], sizes=grown)
+    expect(ValueError, f"expected ({len(want)}, 2)", comm.alltoall, xs[r], sizes=matrix,
+           out=np.zeros((len(want) + 1, 2), np.int32))
+    assert np.array_equal(xs[r], snapshot), "bad sizes wrote into x"
+    run.check("after bad alltoall sizes", comm.alltoall(xs[r], sizes=matrix), want)
 
 
 def group_settings(run):
@@ -3654,6 +3717,10 @@ def mixed_call(run, rng, seed):
     split = None                                    # scatter's, reduce_scatter's sizes=
     if collective in ("scatter", "reduce_scatter") and rng.integers(2):
         split = kwargs["sizes"] = np.bincount(rng.integers(0, p, shape[0]), minlength=p).tolist()
+    matrix = None                                   # alltoall's: rank i's x has sum(row i) rows
+    if collective == "alltoall" and rng.integers(2):
+        matrix = kwargs["sizes"] = [np.bincount(rng.integers(0, p, int(rng.integers(0, shape[0] + 1))),
+                                                minlength=p).tolist() for _ in range(p)]
     if collective in ("allreduce", "reduce", "reduce_scatter", "scan"):
         pairs = reduction_pairs()
         op, dtype = pairs[rng.integers(len(pairs))]
@@ -3673,6 +3740,8 @@ def mixed_call(run, rng, seed):
         if collective in ("gather", "allgather") and rng.integers(2):
             kwargs["sizes"] = [int(k) for k in rng.integers(0, 5, p)]
             shapes = [(k, *shape[1:]) for k in kwargs["sizes"]]
+        elif matrix is not None:
+            shapes = [(sum(line), *shape[1:]) for line in matrix]
         xs = [rank_data(dtype, s, i, seed) for i, s in enumerate(shapes)]
         mine = xs[r]
         gathered = np.concatenate(xs) if collective in ("gather", "allgather") else None
@@ -3681,7 +3750,8 @@ def mixed_call(run, rng, seed):
             "gather": gathered if r == root else None,
             "allgather": gathered,
             "scatter": split_by(xs[root], p, split)[r],
-            "alltoall": np.concatenate([np.array_split(x, p, axis=0)[r] for x in xs]),
+            "alltoall": np.concatenate([split_by(x, p, None if matrix is None else matrix[i])[r]
+                                        for i, x in enumerate(xs)]),
         }.get(collective)
         if collective == "broadcast" and r != root:
             mine = None if into_none else np.zeros(shape, xs[0].dtype)
@@ -4188,6 +4258,13 @@ def group_against_mpi(run):
         y = np.empty_like(x)
         world.Alltoall(x, y)
         run.check(f"Alltoall {label}", pycoll.alltoall(x, comm=comm), y)
+        # Alltoallv: rank i sends (i + j) % 3 rows to rank j
+        matrix = [[(i + j) % 3 for j in range(p)] for i in range(p)]
+        sent = x[:sum(matrix[r])]
+        y = np.empty((sum(line[r] for line in matrix), 2), dtype)
+        world.Alltoallv([sent, [k * 2 for k in matrix[r]]],
+                        [y, [line[r] * 2 for line in matrix]])
+        run.check(f"Alltoallv {label}", pycoll.alltoall(sent, comm=comm, sizes=matrix), y)
         # the v-variants: rank i holds i + 1 rows; counts are elements in
         # mpi4py, rows in pycoll's sizes=
         mine = (np.arange((r + 1) * 2).reshape(r + 1, 2) + 10 * r).astype(dtype)
@@ -4275,6 +4352,14 @@ def group_against_torch(run):
             theirs = torch.empty_like(t)
             dist.all_to_all_single(theirs, t)
             run.check(f"all_to_all_single {label}", pycoll.alltoall(t, comm=comm), values(theirs))
+            # with split sizes: rank i sends (i + j) % 3 rows to rank j
+            matrix = [[(i + j) % 3 for j in range(p)] for i in range(p)]
+            sent = t[:sum(matrix[r])].contiguous()
+            theirs = torch.empty((sum(line[r] for line in matrix), 3), dtype=dtype)
+            dist.all_to_all_single(theirs, sent, output_split_sizes=[line[r] for line in matrix],
+                                   input_split_sizes=matrix[r])
+            run.check(f"all_to_all_single split sizes {label}",
+                      pycoll.alltoall(sent, comm=comm, sizes=matrix), values(theirs))
             theirs = torch.empty((2, 3), dtype=dtype)
             dist.scatter(theirs, list(t.chunk(p)) if r == root else None, src=root)
             run.check(f"scatter {label}", pycoll.scatter(t if r == root else None, root, comm=comm),
@@ -4354,6 +4439,12 @@ def group_checks(run):
                 assert f"rank {p - 1}:" in str(exc), str(exc)
                 expect(pycoll.MismatchError, "sizes", comm.scatter,
                        np.ones((p, 2)) if r == 0 else None, sizes=sizes)
+            square = [[1] * p for _ in range(p)]
+            other = [[2] + line[1:] for line in square] if r == p - 1 else square
+            expect(pycoll.MismatchError, "sizes", comm.alltoall, np.ones((p + (r == p - 1), 2)),
+                   sizes=other)
+            expect(pycoll.MismatchError, "sizes", comm.alltoall, np.ones((p, 2)),
+                   sizes=square if r else None)
             agreed = [2, 0] + even[2:]
             run.check("checked sizes", comm.reduce_scatter(np.ones((p, 2)), sizes=agreed),
                       np.full((agreed[r], 2), float(p)))

@@ -173,6 +173,7 @@ pycoll.gather(x, sizes=np.array([4] * comm.size))
 pycoll.allgather(memoryview(bytearray(8)), sizes=[8] * comm.size)
 comm.scatter(x if comm.rank == 0 else None, sizes=(4,) + (0,) * (comm.size - 1))
 pycoll.reduce_scatter(x, sizes=iter([0] * (comm.size - 1) + [4]))
+comm.alltoall(x, sizes=np.diag([4] * comm.size))
 comm.scan(x, pycoll.AVG, exclusive=True)
 pycoll.barrier(comm, timeout=None)
 fm = pycoll.FusionManager(pycoll.SUM, comm, bucket_bytes=1 << 20)
@@ -191,6 +192,7 @@ pycoll.allreduce(x, timeout="3")            # refused: a string
 pycoll.broadcast(x, root="0")               # refused: a string
 comm.reduce_scatter(x, out=5)               # refused: a number
 pycoll.scatter(x, sizes=4)                  # refused: a number, not sizes
+pycoll.alltoall(x, sizes=[4, 0])            # refused: a list of numbers, not a matrix
 fm.allreduce(x)                             # refused: an array, not a list of them
 fm.allreduce([x], fusion=[1.5])             # refused: a float id
 pycoll.Communicator("world")                # refused: a string

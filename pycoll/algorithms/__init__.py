@@ -62,6 +62,9 @@ class Task:
               reduce_scatter, alltoall and scan
     counts    bytes of each rank's block (gather, scatter, allgather,
               reduce_scatter; alltoall: the blocks this rank sends)
+    recv_counts  alltoall with sizes=: bytes of the block this rank
+              receives from each rank; () when every block it receives
+              is counts[rank] long
     exclusive scan only: exclude this rank's own contribution
     """
 
@@ -74,6 +77,7 @@ class Task:
     send: object = None
     out: object = None
     counts: tuple = ()
+    recv_counts: tuple = ()
     exclusive: bool = False
 
     @property

@@ -24,14 +24,16 @@ def reduce_bytes(n, p):
 def run(t):
     p, r, ch = t.size, t.rank, t.ch
     send = blocks_from_counts(t.counts)
-    mine = t.counts[r]                  # every rank's block for r has this size
+    # every rank's block for r has r's own size, unless sizes= says otherwise
+    receive = blocks_from_counts(t.recv_counts or (t.counts[r],) * p)
 
     def outgoing(i):
         lo, n = send[i]
         return t.send[lo:lo + n]
 
     def incoming(i):
-        return t.out[i * mine:(i + 1) * mine]
+        lo, n = receive[i]
+        return t.out[lo:lo + n]
 
     incoming(r)[:] = outgoing(r)
     for k in range(1, p):
