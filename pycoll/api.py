@@ -1303,6 +1303,8 @@ def alltoall(x: ArrayIn, comm: CommArg = None, algorithm: str = "auto",
         if result is not NOT_TAKEN:
             return _lane_result(result, view, out)
     sizes = _kept_sizes(sizes)
+    if type(sizes) is tuple:
+        sizes = tuple(_kept_sizes(line) for line in sizes)      # its rows too
 
     def prepare():
         xa = _array(x)
