@@ -908,6 +908,7 @@ def group_errors(run):
         run.count += 1
 
     split_sizes_cases(run)
+    alltoall_sizes_cases(run)
 
     # The root's bad input reaches ranks with x=None through the header.
     bad = np.array([object()]) if r == 0 else None
@@ -940,7 +941,7 @@ def split_sizes_cases(run):
     x = np.arange(total * 2, dtype=np.float32).reshape(total, 2) + 1
     mine = split_by(x, p, rows)[r]
     forms = (rows, tuple(rows), np.array(rows), np.array(rows, np.uint8), iter(rows),
-             (k for k in rows), map(int, rows), rows)
+             (k for k in rows), map(int, rows), rows)       # two of each collective
     for i, form in enumerate(forms):
         label = f"sizes as {type(form).__name__}"
         # one call per form (an iterator is read once), each collective in turn
@@ -996,18 +997,17 @@ def split_sizes_cases(run):
         (f"sizes must be a sequence of {p} ints", [float(k) for k in rows]),
         (f"sizes must be a sequence of {p} ints", "12"),
         (f"sizes must be a sequence of {p} ints", 3),
+        (f"sizes must sum to the {total} rows of x, got {rows[:-1] + [rows[-1] + 1]} "
+         f"(sum {total + 1})", rows[:-1] + [rows[-1] + 1]),
     ]
-    bad.append((f"sizes must sum to the {total} rows of x, got {rows[:-1] + [rows[-1] + 1]} "
-                f"(sum {total + 1})", rows[:-1] + [rows[-1] + 1]))
     for match, sizes in bad:
         expect(ValueError, match, comm.reduce_scatter, x, sizes=sizes)
         # scatter: the root's bad sum reaches the others through the header
         root_only = "sum to" in match
         exc = expect(ValueError, match, comm.scatter, x if r == 0 else None, sizes=sizes)
-        assert str(exc).startswith("root: ") == (root_only and True), str(exc)
+        assert str(exc).startswith("root: ") == root_only, str(exc)
         assert np.array_equal(x, snapshot), f"sizes={sizes!r} wrote into x"
         run.count += 2
-    alltoall_sizes_cases(run)
     expect(ValueError, f"expected ({rows[r]}, 2)", comm.reduce_scatter, x, sizes=rows,
            out=np.zeros((rows[r] + 1, 2), np.float32))
     # a scatter's out is checked against the root's header: it takes part, then raises
