@@ -29,16 +29,13 @@ def reduce_bytes(n, p):
 
 def run(t):
     p, r, root, ch = t.size, t.rank, t.root, t.ch
-    rel = (r - root) % p
     rel_blocks = blocks_from_counts([t.counts[(i + root) % p] for i in range(p)])
     total = sum(t.counts)
     if r == root:
         buf = relative_order(t.send, t.displs[root], ch.scratch("work", total)) if root else t.send
     else:
         buf = ch.scratch("work", total)
-    if not binomial_scatter(ch, buf, rel_blocks, root, r, p, own=t.out):
-        lo, n = rel_blocks[rel]
-        t.out[:] = buf[lo:lo + n]
+    binomial_scatter(ch, buf, rel_blocks, root, r, p, own=t.out)
 
 
 def relative_order(buf, split, into):
@@ -51,8 +48,10 @@ def relative_order(buf, split, into):
 
 def binomial_scatter(ch, buf, blocks, root, rank, size, own=None):
     """Binomial scatter of *buf*, which holds relative block i at blocks[i]
-    (the root starts with all of them). Returns True if this rank, having
-    no children, received its block straight into *own*."""
+    (the root starts with all of them). Given *own*, this rank's block
+    ends there: a rank with no children receives it straight into own,
+    the others copy it while their sends are in flight; returns whether
+    it did."""
     rel = (rank - root) % size
     mask = 1
     while mask < size:
@@ -74,5 +73,8 @@ def binomial_scatter(ch, buf, blocks, root, rank, size, own=None):
             lo, n = span(blocks, child, min(child + mask, size))
             sends += ch.isend(buf[lo:lo + n], (child + root) % size)
         mask >>= 1
+    if own is not None:
+        lo, n = blocks[rel]
+        own[:] = buf[lo:lo + n]
     ch.wait(sends)
-    return False
+    return own is not None

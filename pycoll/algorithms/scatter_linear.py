@@ -26,9 +26,8 @@ def run(t):
     displs = t.displs
     sends = []
     for i in range(p):
-        block = t.send[displs[i]:displs[i] + t.counts[i]]
-        if i == root:
-            t.out[:] = block
-        else:
-            sends += ch.isend(block, i)
+        if i != root:
+            sends += ch.isend(t.send[displs[i]:displs[i] + t.counts[i]], i)
+    # the root's own block is copied while its sends are in flight
+    t.out[:] = t.send[displs[root]:displs[root] + t.counts[root]]
     ch.wait(sends)
