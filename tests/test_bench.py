@@ -326,6 +326,17 @@ def test_latency_script_runs_every_collective(mode):
         assert result["pycoll_us"] > 0 and result["native_us"] > 0
 
 
+def test_v_variants_script_runs():
+    """bench/v_variants.py at p = 3: a line per size, every case timed."""
+    proc = launch(3, ["bench/v_variants.py", "--bytes", "16,4K", "--rounds", "1",
+                      "--calls", "3"], timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = proc.stdout.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["16 B, p = 3", "4096 B, p = 3"], lines
+    for line in lines:
+        assert line.count("sizes=") == 3 and "MPI_Alltoallv" in line, line
+
+
 def test_latency_script_names_its_collectives(tmp_path):
     """Two named collectives: two lines, and --json writes their list; a
     name it does not know is refused."""
