@@ -306,8 +306,8 @@ def _check_sizes(sizes, size: int):
 
 
 def _check_counts(sizes, size: int):
-    """sizes= checked as the counts of one row length each of *size* ranks
-    holds: None, or a tuple of *size* non-negative ints."""
+    """sizes= as one count of rows per rank: None, or a tuple of *size*
+    non-negative ints."""
     sizes = _check_sizes(sizes, size)
     if sizes is not None and (len(sizes) != size or min(sizes, default=0) < 0):
         raise ValueError(f"sizes must hold {size} non-negative ints, got {sizes}")
