@@ -885,10 +885,14 @@ def _reduce(c, x, op, root, algorithm, out, accumulate, async_op=False, timeout=
 
 
 def _gather_record(name, x, sizes, algorithm, **more) -> dict:
+    """The checks-mode record of a call whose axis-0 lengths *sizes* (as
+    checked: None, a tuple of ints, or alltoall's tuple of rows) may make
+    differ between ranks."""
     shape = list(x.shape or (1,))
     return {"collective": name, "dtype": x.dtype, "algorithm": algorithm, **more,
             "shape": shape if sizes is None else ["*"] + shape[1:],
-            "sizes": None if sizes is None else [int(s) for s in sizes]}
+            "sizes": None if sizes is None else [list(s) if type(s) is tuple else s
+                                                 for s in sizes]}
 
 
 def _allgather_lane(c, x, algorithm, out, timeout, sizes=None):
@@ -1321,11 +1325,7 @@ def alltoall(x: ArrayIn, comm: CommArg = None, algorithm: str = "auto",
                 send = send.copy()          # out overlaps x: blocks land before others leave
             plan.run(send=send, out=result_data, deadline=deadline)
             return _done(result, result_data, writeback, out)
-        shape = list(xa.shape)
-        record = {"collective": "alltoall", "dtype": xa.dtype, "algorithm": algorithm,
-                  "shape": shape if given is None else ["*"] + shape[1:],
-                  "sizes": None if given is None else [list(line) for line in given]}
-        return record, run
+        return _gather_record("alltoall", xa, given, algorithm), run
     lane = partial(_alltoall_lane, c, x, algorithm, out, timeout) \
         if async_op and sizes is None else None
     return _call(c, "alltoall", async_op, timeout, prepare, lane)
