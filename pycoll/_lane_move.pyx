@@ -29,7 +29,7 @@ from pycoll._resources cimport (MAX_STEPS, SLOT_WORK, CallResources, Operands, S
                                 StagedSends, Ways, in_turn, lane_output, release_operands,
                                 settle, staged, take_operands)
 
-from pycoll._resources import NOT_TAKEN
+from pycoll._resources import NOT_TAKEN, matrix_key, sizes_key
 
 cdef object ndarray = np.ndarray
 
@@ -393,25 +393,6 @@ def _step_lane_call(comm, kind, x, rest, out, timeout):
 # them (timeout= included), the result or, for any call its lane does not
 # take, NOT_TAKEN (allreduce, reduce_scatter: None) with nothing sent.
 
-def sizes_key(sizes):
-    """A gather's or allgather's sizes= as its lane's key ends: () for None,
-    (a tuple of ints,) for a list or tuple of Python ints (not bools) or a
-    1-d integer ndarray; None for anything else, which the general path
-    checks (_plan._check_sizes). A float equals its int as a key, so it
-    must not find an int's lane (Note [Equal keys], api.py)."""
-    cdef object kind = type(sizes)
-    if sizes is None:
-        return ()
-    if kind is list or kind is tuple:
-        for s in sizes:
-            if type(s) is not int:
-                return None
-        return (tuple(sizes),)
-    if kind is ndarray and sizes.ndim == 1 and sizes.dtype.kind in "iu":
-        return (tuple(sizes.tolist()),)
-    return None
-
-
 def gather(comm, x, root, algorithm, out, timeout=None, sizes=None):
     """The lane of a repeated, plain gather: the root's result, None
     elsewhere."""
@@ -423,26 +404,35 @@ def gather(comm, x, root, algorithm, out, timeout=None, sizes=None):
     return _step_lane_call(comm, "gather-lane", x, (root, algorithm) + key, out, timeout)
 
 
-def alltoall(comm, x, algorithm, out, timeout=None):
+def alltoall(comm, x, algorithm, out, timeout=None, sizes=None):
     """The lane of a repeated, plain alltoall: the result."""
-    return _step_lane_call(comm, "alltoall-lane", x, (algorithm,), out, timeout)
+    key = () if sizes is None else matrix_key(sizes)
+    if key is None:
+        return NOT_TAKEN
+    return _step_lane_call(comm, "alltoall-lane", x, (algorithm,) + key, out, timeout)
 
 
-def scatter(comm, x, root, algorithm, out, timeout=None):
-    """The lane of a repeated, plain scatter: this rank's block."""
+def scatter(comm, x, root, algorithm, out, timeout=None, sizes=None):
+    """The lane of a repeated, plain scatter: this rank's block. With
+    *sizes*, the root's lane and the receivers' header lane are keyed by
+    them too (a receiver's data lanes hang off its header lane)."""
     if type(root) is not int or not in_turn(comm):
         return NOT_TAKEN                    # queued calls first (Note [Issue order])
+    tail = () if sizes is None else sizes_key(sizes)
+    if tail is None:
+        return NOT_TAKEN
     if comm.rank == root:
         if type(x) is not ndarray:
             return NOT_TAKEN
         try:
-            lane = comm._plans.get(("scatter-lane-root", x.dtype, x.shape, root, algorithm))
+            lane = comm._plans.get(("scatter-lane-root", x.dtype, x.shape, root, algorithm)
+                                   + tail)
         except TypeError:
             return NOT_TAKEN
         return NOT_TAKEN if lane is None else (<ScatterRoot>lane).call(
             x, out, lane_deadline(comm, timeout))
     try:
-        lane = comm._plans.get(("scatter-header", root, algorithm))
+        lane = comm._plans.get(("scatter-header", root, algorithm) + tail)
     except TypeError:
         return NOT_TAKEN
     return NOT_TAKEN if lane is None else (<ScatterReceiver>lane).call(

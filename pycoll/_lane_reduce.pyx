@@ -30,7 +30,7 @@ from pycoll._resources cimport (MAX_STEPS, SLOT_LANE, SLOT_OUTPUT, SLOT_WORK, Ca
                                 release_operands, settle, staged, take_operands)
 
 from pycoll._dtypes import Op, key_op
-from pycoll._resources import NOT_TAKEN
+from pycoll._resources import NOT_TAKEN, sizes_key
 
 cdef object ndarray = np.ndarray
 cdef object OpType = Op
@@ -532,14 +532,18 @@ cdef object plan_lane_call(comm, tuple key, x, out, timeout):
     return (<Lane>plan.lane).call(x, out, lane_deadline(comm, timeout))
 
 
-def reduce_scatter(comm, x, op, algorithm, out, accumulate, timeout=None):
+def reduce_scatter(comm, x, op, algorithm, out, accumulate, timeout=None, sizes=None):
     """The lane of a repeated, plain reduce_scatter: this rank's block;
-    None for any other call."""
+    None for any other call. Its plan is keyed by *sizes* as the lane keys
+    them (sizes_key): made by the general path, which checked them."""
     if type(x) is not ndarray or not in_turn(comm):
         return None                         # queued calls first (Note [Issue order])
+    tail = () if sizes is None else sizes_key(sizes)
+    if tail is None:
+        return None
     try:
         plan = comm._plans.get(("reduce_scatter", x.dtype, x.shape, plain_op(op), algorithm,
-                                accumulate))
+                                accumulate) + tail)
     except TypeError:
         return None
     if plan is None or plan.lane is None:

@@ -22,8 +22,8 @@ from pycoll._dtypes import dtype_of
 from pycoll._header import HEADER_INLINE, INLINE_BYTES, SHORT_DIMS, WORD_BYTES
 from pycoll._p2p import COPY_OVERLAP
 from pycoll._plan import (LANE_MAX_BYTES, _alltoall_args, _broadcast_plan, _cached_lane,
-                          _check_algorithm, _check_root, _gather_args, _keep, _plan,
-                          _scatter_plan)
+                          _check_algorithm, _check_counts, _check_matrix, _check_root,
+                          _gather_args, _keep, _plan, _scatter_plan)
 from pycoll.algorithms._shape import Fold, binomial_subtree, blocks_from_counts, span
 from pycoll.algorithms.broadcast_binomial import binomial_edges
 
@@ -479,14 +479,15 @@ def make_gather(c, x, root, algorithm, sizes=None):
                                own_at=sum(plan.args.counts[:r]) if c.rank == r else -1)
 
 
-def make_scatter_receiver(c, root, algorithm, receive):
+def make_scatter_receiver(c, root, algorithm, receive, sizes=None):
     """A non-root's header lane (pycoll._lane_move.ScatterReceiver) for
-    scatters from *root*, or None. A header word that does not name its
-    last data lane goes to receive(c, receiver, root, algorithm, message,
-    out, tag, deadline)."""
+    scatters from *root* (of *sizes*: None or a tuple of ints), or None. A
+    header word that does not name its last data lane goes to
+    receive(c, receiver, root, algorithm, message, out, tag, deadline)."""
     try:
         r = _check_root(root, c.size)
         alg = _check_algorithm("scatter", algorithm)
+        _check_counts(sizes, c.size)        # bad sizes raise before the header, on the general path
     except (TypeError, ValueError):
         return None
     if r != root or r == c.rank:
@@ -500,10 +501,15 @@ def make_scatter_receiver(c, root, algorithm, receive):
     return receiver
 
 
-def make_scatter_data(c, word, root, algorithm):
-    """A receiver's data lane of the signature a header word names, or None."""
+def make_scatter_data(c, word, root, algorithm, sizes=None):
+    """A receiver's data lane of the signature a header word names (and
+    *sizes*), or None: sizes that do not add up to the root's rows are the
+    general path's error to raise."""
     dtype, shape = _header.read(c, root, None, word)
-    plan = _scatter_plan(c, dtype, shape, root, algorithm)
+    try:
+        plan = _scatter_plan(c, dtype, shape, root, algorithm, sizes)
+    except ValueError:
+        return None
     if word[0] == HEADER_INLINE:
         return _inline_scatter_lane(c, plan, dtype.numpy, None)
     if not _RootedLane.fits(c, plan):
@@ -564,19 +570,23 @@ def _scatter_step_lane(c, plan, dtype):
                                collective="scatter", algorithm=plan.algorithm)
 
 
-def make_scatter_root(c, x, root, algorithm, rest):
-    """The root's lane (pycoll._lane_move.ScatterRoot): the header word to its
-    children in the header's tree, then the data lane; None when the call
-    must take the general path (which also reports whatever is wrong).
-    Where the data lane declines the caller's out, rest(c, root, algorithm,
-    dtype, shape, message, out, deadline) runs the general data phase."""
+def make_scatter_root(c, x, root, algorithm, rest, sizes=None):
+    """The root's lane (pycoll._lane_move.ScatterRoot) of x in blocks of
+    *sizes* (None or a tuple of ints): the header word to its children in
+    the header's tree, then the data lane; None when the call must take
+    the general path (which also reports whatever is wrong). Where the
+    data lane declines the caller's out, rest(c, root, algorithm, dtype,
+    shape, message, out, deadline, sizes) runs the general data phase."""
     checked = _root_lane_args(c, "scatter", x, root, algorithm)
     if checked is None or not 1 <= x.ndim <= SHORT_DIMS:
         return None
     r, alg, dtype = checked
     if x.dtype != dtype.numpy:
         return None
-    plan = _scatter_plan(c, dtype, x.shape, r, alg)
+    try:
+        plan = _scatter_plan(c, dtype, x.shape, r, alg, _check_counts(sizes, c.size))
+    except (TypeError, ValueError):
+        return None
     children = binomial_edges(r, c.rank, c.size)[1]
     word = _header.make_word(dtype, x.shape)
     if c.size == 1:
@@ -593,7 +603,7 @@ def make_scatter_root(c, x, root, algorithm, rest):
 
     def declined(x, out, deadline):         # the data lane declined out: the general path's data phase
         msg = _message.message(x)
-        return rest(c, r, alg, msg.dtype, msg.shape, msg, out, deadline or None)
+        return rest(c, r, alg, msg.dtype, msg.shape, msg, out, deadline or None, sizes)
     return _lane_move.ScatterRoot(c, c.transport, word.view(np.uint8), children, data, declined)
 
 
@@ -601,42 +611,49 @@ def make_scatter_root(c, x, root, algorithm, rest):
 # The alltoall and barrier lanes.
 
 
-def make_alltoall(c, x, algorithm):
-    """The lane (pycoll._lane_move.StepLane) of a pairwise alltoall whose
+def make_alltoall(c, x, algorithm, sizes=None):
+    """The lane (pycoll._lane_move.StepLane) of a pairwise alltoall, of even
+    blocks or of *sizes* (a matrix as _resources.matrix_key keys it), whose
     every block is one message (or none, when empty: Note [Empty lanes]),
     or None (the general path takes the call, and reports whatever is
     wrong with it)."""
     try:
-        plan = _plan(c, ("alltoall", x.dtype, x.shape, algorithm),
-                     lambda: _alltoall_args(c, x, algorithm))
+        key = ("alltoall", x.dtype, x.shape, algorithm)
+        given = None if sizes is None else _check_matrix(sizes, c.size)
+        plan = _plan(c, key if given is None else key + (given,),
+                     lambda: _alltoall_args(c, x, algorithm, given))
     except (TypeError, ValueError):
         return None
     counts = plan.args.counts
+    received = plan.args.recv_counts or (counts[c.rank],) * c.size
     if plan.algorithm != "pairwise" or c.size > _resources.MAX_LANE_STEPS \
             or x.dtype != plan.args.dtype.numpy:
         return None
     if c.size == 1:
         return _solo_lane(c, "alltoall", plan, x)
-    if max(counts) == 0:                    # Note [Empty lanes]
+    largest = max(*counts, *received)
+    if largest == 0:                        # Note [Empty lanes]
         return _lane_move.StepLane(c, c.transport, [], plan.args.shape, x.dtype, 0, 0, 0, True,
                                    collective="alltoall", algorithm=plan.algorithm)
-    if max(counts) > min(plan.channel.segment, LANE_MAX_BYTES):
+    if largest > min(plan.channel.segment, LANE_MAX_BYTES):
         return None
-    return _lane_move.StepLane(c, c.transport, _alltoall_program(c.size, c.rank, counts),
-                               plan.args.shape, x.dtype, sum(counts), counts[c.rank] * c.size, 0,
+    return _lane_move.StepLane(c, c.transport,
+                               _alltoall_program(c.size, c.rank, counts, received),
+                               plan.args.shape, x.dtype, sum(counts), sum(received), 0,
                                True, collective="alltoall", algorithm=plan.algorithm)
 
 
-def _alltoall_program(p: int, r: int, counts) -> list:
+def _alltoall_program(p: int, r: int, counts, received) -> list:
     """Rank r's steps of alltoall_pairwise.run: its own block copied into
-    place, then at step k block r + k sent while r - k's arrives."""
+    place, then at step k block r + k sent while r - k's arrives (*counts*:
+    the bytes r sends each rank; *received*: the bytes each sends r)."""
     send = [(lo, lo + n) for lo, n in blocks_from_counts(counts)]
-    mine = counts[r]                        # every rank's block for r has this size
-    steps = [_step("copy", send=("x", *send[r]), recv=("out", r * mine, (r + 1) * mine))]
+    into = [(lo, lo + n) for lo, n in blocks_from_counts(received)]
+    steps = [_step("copy", send=("x", *send[r]), recv=("out", *into[r]))]
     for k in range(1, p):
         dest, source = (r + k) % p, (r - k) % p
         steps.append(_step("sendrecv", send=("x", *send[dest]), dest=dest,
-                           recv=("out", source * mine, (source + 1) * mine), source=source))
+                           recv=("out", *into[source]), source=source))
     return _without_empty(steps)
 
 

@@ -36,6 +36,49 @@ NOT_TAKEN = object()
 MAX_LANE_STEPS = MAX_STEPS
 
 
+def sizes_key(sizes):
+    """sizes= (a gather's, allgather's, scatter's or reduce_scatter's) as
+    its lane's key ends: () for None, (a tuple of ints,) for a list or
+    tuple of Python ints (not bools) or a 1-d integer ndarray; None for
+    anything else, which the general path checks (_plan._check_sizes). A
+    float equals its int as a key, so it must not find an int's lane
+    (Note [Equal keys], api.py)."""
+    cdef object kind = type(sizes)
+    if sizes is None:
+        return ()
+    if kind is list or kind is tuple:
+        for s in sizes:
+            if type(s) is not int:
+                return None
+        return (tuple(sizes),)
+    if kind is ndarray and sizes.ndim == 1 and sizes.dtype.kind in "iu":
+        return (tuple(sizes.tolist()),)
+    return None
+
+
+def matrix_key(sizes):
+    """alltoall's sizes= as its lane's key ends: () for None, (a tuple of
+    tuples of ints,) for a list or tuple of rows that sizes_key takes or a
+    2-d integer ndarray; None for anything else, which the general path
+    checks (_plan._check_matrix)."""
+    cdef list rows
+    if sizes is None:
+        return ()
+    if type(sizes) is ndarray:
+        if sizes.ndim == 2 and sizes.dtype.kind in "iu":
+            return (tuple(map(tuple, sizes.tolist())),)
+        return None
+    if type(sizes) is not list and type(sizes) is not tuple:
+        return None
+    rows = []
+    for line in sizes:
+        row = sizes_key(line)
+        if not row:
+            return None                     # None: a row the check must see; (): a row of None
+        rows.append(row[0])
+    return (tuple(rows),)
+
+
 cdef object lane_output(out, shape, dtype):
     """A lane's result array: out, or a new one where out is None;
     NOT_TAKEN for an out the Python path must check or write back."""

@@ -61,7 +61,7 @@ from pycoll._plan import (CollArgs, Plan, _alltoall_args, _array, _broadcast_pla
                           _gather_args, _in_place, _plan, _reduce_scatter_args,
                           _reduction_args, _result, _rows, _scan_args, _scatter_plan,
                           _send_bytes, _split_counts, _work_dtype, accumulate_of)
-from pycoll._resources import NOT_TAKEN
+from pycoll._resources import NOT_TAKEN, matrix_key, sizes_key
 from pycoll._trials import AlgorithmTuner
 from pycoll.algorithms import REGISTRY, Task
 from pycoll.algorithms._shape import same_bytes
@@ -175,8 +175,8 @@ class Communicator(CommBase):
     def scatter(self, x: ArrayIn | None, root: SupportsIndex = 0, algorithm: str = "auto",
                 out: ArrayIn | None = None, async_op: bool = False, timeout: Timeout = None,
                 *, sizes: Sizes = None):
-        if sizes is None and not async_op and self._lane_ready:
-            result = _lane_move.scatter(self, x, root, algorithm, out, timeout)
+        if not async_op and self._lane_ready:
+            result = _lane_move.scatter(self, x, root, algorithm, out, timeout, sizes)
             if result is not NOT_TAKEN:
                 return result
         return scatter(x, root, self, algorithm, out, async_op, timeout, sizes=sizes)
@@ -192,21 +192,22 @@ class Communicator(CommBase):
     def reduce_scatter(self, x: ArrayIn, op: OpArg = SUM, algorithm: str = "auto",
                        out: ArrayIn | None = None, accumulate: Accumulate = None,
                        async_op: bool = False, timeout: Timeout = None, *, sizes: Sizes = None):
-        if self._tuner is not None or type(x) is not np.ndarray or _array_like(out) \
-                or sizes is not None:
-            # the tuner (Note [Tuning online] in _trials.py), an array-like's view, sizes=
+        if self._tuner is not None or type(x) is not np.ndarray or _array_like(out):
+            # the tuner (Note [Tuning online] in _trials.py), an array-like's view
             return reduce_scatter(x, op, self, algorithm, out, accumulate, async_op, timeout,
                                   sizes=sizes)
         if not async_op and self._lane_ready:
-            result = _lane_reduce.reduce_scatter(self, x, op, algorithm, out, accumulate, timeout)
+            result = _lane_reduce.reduce_scatter(self, x, op, algorithm, out, accumulate, timeout,
+                                                 sizes)
             if result is not None:
                 return result
-        return _reduce_scatter(self, x, op, algorithm, out, accumulate, async_op, timeout)
+        return _reduce_scatter(self, x, op, algorithm, out, accumulate, async_op, timeout,
+                               _kept_sizes(sizes))
 
     def alltoall(self, x: ArrayIn, algorithm: str = "auto", out: ArrayIn | None = None,
                  async_op: bool = False, timeout: Timeout = None, *, sizes: Matrix = None):
-        if sizes is None and not async_op and self._lane_ready:
-            result = _lane_move.alltoall(self, x, algorithm, out, timeout)
+        if not async_op and self._lane_ready:
+            result = _lane_move.alltoall(self, x, algorithm, out, timeout, sizes)
             if result is not NOT_TAKEN:
                 return result
         return alltoall(x, self, algorithm, out, async_op, timeout, sizes=sizes)
@@ -442,7 +443,7 @@ def _call(c, name: str, async_op: bool, timeout, prepare, lane=None):
 # into an int first (_index_root), so that it takes the lanes too, and
 # leave any other root to prepare()'s check. Their sizes= likewise: a
 # list or tuple of Python ints or an integer array becomes the tuple the
-# lane is keyed by (_lane_move.sizes_key), anything else goes to prepare().
+# lane is keyed by (_resources.sizes_key), anything else goes to prepare().
 
 
 def _index_root(root):
@@ -916,25 +917,15 @@ def _kept_sizes(sizes):
     return sizes.copy() if type(sizes) is np.ndarray else sizes
 
 
-def _made_with_sizes(c, key: tuple, sizes, make) -> bool:
-    """_lanes.made for a gather's or allgather's lane: *key* ends with
-    sizes= as the C entry keys it (_lane_move.sizes_key), and make(sizes)
-    gets the tuple; False, the general path, for sizes it does not key."""
-    tail = _lane_move.sizes_key(sizes)
+def _made_with_sizes(c, key: tuple, sizes, make, keyed=sizes_key) -> bool:
+    """_lanes.made for a lane of calls with sizes=: *key* ends with sizes=
+    as the C entry keys it (*keyed*: sizes_key, or alltoall's matrix_key),
+    and make(sizes) gets the tuple; False, the general path, for sizes it
+    does not key."""
+    tail = keyed(sizes)
     if tail is None:
         return False
     return _lanes.made(c, key + tail, lambda: make(tail[0] if tail else None))
-
-
-def _step_lane(c, entry, kind: str, make, x, algorithm, out, timeout):
-    """A plain call of a numpy array on its StepLane: *entry*, the lane's
-    C entry, after *make* has made the lane on the signature's first call.
-    The result, or NOT_TAKEN (nothing sent)."""
-    result = entry(c, x, algorithm, out, timeout)
-    if result is NOT_TAKEN and type(x) is np.ndarray and _lanes.made(
-            c, (kind, x.dtype, x.shape, algorithm), lambda: make(c, x, algorithm)):
-        result = entry(c, x, algorithm, out, timeout)
-    return result
 
 
 def _gather_lane(c, x, root, algorithm, out, timeout, sizes=None):
@@ -951,7 +942,7 @@ def _gather_lane(c, x, root, algorithm, out, timeout, sizes=None):
     return result
 
 
-def _scatter_lane(c, x, root, algorithm, out, timeout):
+def _scatter_lane(c, x, root, algorithm, out, timeout, sizes=None):
     """A plain scatter on its lane (made on the first call): the root's x a
     numpy array whose header is the short word and whose messages each fit
     in a segment. This rank's block, or
@@ -959,46 +950,46 @@ def _scatter_lane(c, x, root, algorithm, out, timeout):
     header, a call the data lane declines continues on the general path."""
     if type(root) is not int:
         return NOT_TAKEN           # prepare() checks it (Note [Equal keys])
-    result = _lane_move.scatter(c, x, root, algorithm, out, timeout)
+    result = _lane_move.scatter(c, x, root, algorithm, out, timeout, sizes)
     if result is not NOT_TAKEN:
         return result
     if c.rank == root:
-        ready = type(x) is np.ndarray and _lanes.made(
-            c, ("scatter-lane-root", x.dtype, x.shape, root, algorithm),
-            lambda: _lanes.make_scatter_root(c, x, root, algorithm, _scatter_data))
+        ready = type(x) is np.ndarray and _made_with_sizes(
+            c, ("scatter-lane-root", x.dtype, x.shape, root, algorithm), sizes,
+            lambda s: _lanes.make_scatter_root(c, x, root, algorithm, _scatter_data, s))
     else:
-        ready = _lanes.made(c, ("scatter-header", root, algorithm),
-                            lambda: _lanes.make_scatter_receiver(c, root, algorithm,
-                                                                 _scatter_receive))
-    return _lane_move.scatter(c, x, root, algorithm, out, timeout) if ready else result
+        ready = _made_with_sizes(
+            c, ("scatter-header", root, algorithm), sizes,
+            lambda s: _lanes.make_scatter_receiver(c, root, algorithm, partial(
+                _scatter_receive, sizes=s), s))
+    return _lane_move.scatter(c, x, root, algorithm, out, timeout, sizes) if ready else result
 
 
-def _scatter_receive(c, receiver, root, algorithm, message, out, tag, deadline):
+def _scatter_receive(c, receiver, root, algorithm, message, out, tag, deadline, sizes=None):
     """A receiver's call after a header word that does not name its last
-    data lane (or whose out that lane declined): the lane of this word,
-    found or made and remembered, else the general path: an inline word's
-    blocks passed on (on the header's *tag*), or the data phase; by
-    *deadline* (None: none)."""
+    data lane (or whose out that lane declined): the lane of this word
+    (and *sizes*, a tuple of ints or None), found or made and remembered,
+    else the general path: an inline word's blocks passed on (on the
+    header's *tag*), or the data phase; by *deadline* (None: none)."""
     word = message[:WORD_BYTES].view(np.int64)
     dtype, shape = _header.read(c, root, None, word)         # the root's error raises here
+    if word[0] not in (HEADER_INLINE, HEADER_OK):             # more dimensions than a word holds
+        return _scatter_data(c, root, algorithm, dtype, shape, None, out, deadline, sizes)
+    lane = _cached_lane(c, ("scatter-lane", root, algorithm, word.tobytes(), sizes),
+                        lambda: _lanes.make_scatter_data(c, word, root, algorithm, sizes))
+    receiver.expect(word.tobytes(), lane)
     if word[0] == HEADER_INLINE:
-        receiver.expect(word.tobytes(), _cached_lane(
-            c, ("scatter-lane", root, algorithm, word.tobytes()),
-            lambda: _lanes.make_scatter_data(c, word, root, algorithm)))
         channel = Channel(c, tag)
         children = _header.binomial_edges(root, c.rank, c.size)[1]
         channel.begin(deadline, "scatter", "header", len(children))
-        own = _header.scatter_forward(c, root, dtype, shape, word, message[WORD_BYTES:], channel)
-        return _scatter_own(c, root, algorithm, dtype, shape, own, out)
-    if word[0] == HEADER_OK:
-        lane = _cached_lane(c, ("scatter-lane", root, algorithm, word.tobytes()),
-                            lambda: _lanes.make_scatter_data(c, word, root, algorithm))
-        receiver.expect(word.tobytes(), lane)
-        if lane is not None:
-            result = lane.run(None, out, deadline or 0.0)
-            if result is not NOT_TAKEN:
-                return result
-    return _scatter_data(c, root, algorithm, dtype, shape, None, out, deadline)
+        own = _header.scatter_forward(c, root, dtype, shape, word, message[WORD_BYTES:], channel,
+                                      sizes)
+        return _scatter_own(c, root, algorithm, dtype, shape, own, out, sizes)
+    if lane is not None:
+        result = lane.run(None, out, deadline or 0.0)
+        if result is not NOT_TAKEN:
+            return result
+    return _scatter_data(c, root, algorithm, dtype, shape, None, out, deadline, sizes)
 
 
 def gather(x: ArrayIn, root: SupportsIndex = 0, comm: CommArg = None, algorithm: str = "auto",
@@ -1123,9 +1114,8 @@ def scatter(x: ArrayIn | None, root: SupportsIndex = 0, comm: CommArg = None,
     if type(root) is not int:
         root = _index_root(root)            # Note [Equal keys]
     x = _lane_view(x)                       # Note [Lane views]
-    if sizes is None and not async_op and c._lane_ready \
-            and (view := _out_view(out)) is not NOT_TAKEN:
-        result = _scatter_lane(c, x, root, algorithm, view, timeout)
+    if not async_op and c._lane_ready and (view := _out_view(out)) is not NOT_TAKEN:
+        result = _scatter_lane(c, x, root, algorithm, view, timeout, sizes)
         if result is not NOT_TAKEN:
             return _lane_result(result, view, out)
     sizes = _kept_sizes(sizes)
@@ -1147,8 +1137,7 @@ def scatter(x: ArrayIn | None, root: SupportsIndex = 0, comm: CommArg = None,
         record = {"collective": "scatter", "root": r, "algorithm": alg,
                   "sizes": None if given is None else list(given)}
         return record, (_agreed_after(c, "scatter", run) if _checks_on(c) else run)
-    lane = partial(_scatter_lane, c, x, root, algorithm, out, timeout) \
-        if async_op and sizes is None else None
+    lane = partial(_scatter_lane, c, x, root, algorithm, out, timeout, sizes) if async_op else None
     return _call(c, "scatter", async_op, timeout, prepare, lane)
 
 
@@ -1227,10 +1216,7 @@ def reduce_scatter(x: ArrayIn, op: OpArg = SUM, comm: CommArg = None, algorithm:
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     x = _lane_view(x)                       # Note [Lane views]
-    if sizes is not None:
-        return _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op, timeout,
-                               _kept_sizes(sizes))
-    if c._tuner is not None and algorithm == "auto" and not async_op:
+    if c._tuner is not None and algorithm == "auto" and not async_op and sizes is None:
         x = _array(x)
         if _tunable(c, x):
             return c._tuner.call(
@@ -1238,10 +1224,12 @@ def reduce_scatter(x: ArrayIn, op: OpArg = SUM, comm: CommArg = None, algorithm:
                 lambda: _reduce_scatter_args(c, x, op, "auto", accumulate),
                 lambda name: reduce_scatter(x, op, c, name, out, accumulate, False, timeout))
     if not async_op and c._lane_ready and (view := _out_view(out)) is not NOT_TAKEN:
-        result = _lane_reduce.reduce_scatter(c, x, op, algorithm, view, accumulate, timeout)
+        result = _lane_reduce.reduce_scatter(c, x, op, algorithm, view, accumulate, timeout,
+                                             sizes)
         if result is not None:
             return _lane_result(result, view, out)
-    return _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op, timeout)
+    return _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op, timeout,
+                           _kept_sizes(sizes))
 
 
 def _reduce_scatter(c, x, op, algorithm, out, accumulate, async_op=False, timeout=None,
@@ -1301,9 +1289,8 @@ def alltoall(x: ArrayIn, comm: CommArg = None, algorithm: str = "auto",
     """
     c = comm if type(comm) is Communicator else _comm_of(comm)
     x = _lane_view(x)                       # Note [Lane views]
-    if sizes is None and not async_op and c._lane_ready \
-            and (view := _out_view(out)) is not NOT_TAKEN:
-        result = _alltoall_lane(c, x, algorithm, view, timeout)
+    if not async_op and c._lane_ready and (view := _out_view(out)) is not NOT_TAKEN:
+        result = _alltoall_lane(c, x, algorithm, view, timeout, sizes)
         if result is not NOT_TAKEN:
             return _lane_result(result, view, out)
     sizes = _kept_sizes(sizes)
@@ -1326,16 +1313,19 @@ def alltoall(x: ArrayIn, comm: CommArg = None, algorithm: str = "auto",
             plan.run(send=send, out=result_data, deadline=deadline)
             return _done(result, result_data, writeback, out)
         return _gather_record("alltoall", xa, given, algorithm), run
-    lane = partial(_alltoall_lane, c, x, algorithm, out, timeout) \
-        if async_op and sizes is None else None
+    lane = partial(_alltoall_lane, c, x, algorithm, out, timeout, sizes) if async_op else None
     return _call(c, "alltoall", async_op, timeout, prepare, lane)
 
 
-def _alltoall_lane(c, x, algorithm, out, timeout):
+def _alltoall_lane(c, x, algorithm, out, timeout, sizes=None):
     """A plain alltoall of a numpy array on its lane: the result, or
     NOT_TAKEN (nothing sent) for any call the lane does not take."""
-    return _step_lane(c, _lane_move.alltoall, "alltoall-lane", _lanes.make_alltoall, x, algorithm,
-                      out, timeout)
+    result = _lane_move.alltoall(c, x, algorithm, out, timeout, sizes)
+    if result is NOT_TAKEN and type(x) is np.ndarray and _made_with_sizes(
+            c, ("alltoall-lane", x.dtype, x.shape, algorithm), sizes,
+            lambda s: _lanes.make_alltoall(c, x, algorithm, s), matrix_key):
+        result = _lane_move.alltoall(c, x, algorithm, out, timeout, sizes)
+    return result
 
 
 def scan(x: ArrayIn, op: OpArg = SUM, comm: CommArg = None, exclusive: bool = False,

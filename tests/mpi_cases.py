@@ -1146,6 +1146,7 @@ def group_lane(run):
     allgather_lane_cases(run)
     gather_lane_cases(run)
     sizes_lane_cases(run)
+    split_sizes_lane_cases(run)
     own_block_lane_cases(run)
     scatter_lane_cases(run)
     reduce_scatter_lane_cases(run)
@@ -1400,17 +1401,23 @@ def alltoall_lane_cases(run):
 
 
 def entries_take_plain_calls(run):
-    """The C entries of pycoll/_lane_move.pyx themselves take a repeated,
-    plain call once its lane exists (a lane that always declined would
-    leave every result right, through the general path, and gain nothing)."""
-    from pycoll import _lane_move
+    """The C entries of pycoll/_lane_move.pyx (and reduce_scatter's with
+    sizes=, in _lane_reduce.pyx) themselves take a repeated, plain call
+    once its lane exists (a lane that always declined would leave every
+    result right, through the general path, and gain nothing)."""
+    from pycoll import _lane_move, _lane_reduce
     from pycoll._resources import NOT_TAKEN
+
+    def taken(result):                              # _lane_reduce's entries answer None
+        return NOT_TAKEN if result is None else result
 
     comm, p, r = run.comm, run.p, run.r
     if comm.transport is None or p < 2:
         return
     x = np.arange(3.0) + 10 * r
     everyone = np.concatenate([np.arange(3.0) + 10 * i for i in range(p)])
+    rows = [1] + [3] * (p - 2) + [5]                # sizes=: uneven blocks
+    matrix = [rows] * p
     root_data = np.arange(3.0) + 10 * (p - 1)
     calls = [("broadcast", lambda: comm.broadcast(x.copy(), root=p - 1, algorithm="binomial"),
               lambda: _lane_move.broadcast(comm, x.copy(), p - 1, "binomial"), root_data),
@@ -1425,7 +1432,17 @@ def entries_take_plain_calls(run):
               np.arange(3.0) + 10 * r),
              ("alltoall", lambda: comm.alltoall(everyone),
               lambda: _lane_move.alltoall(comm, everyone, "auto", None),
-              np.concatenate([np.arange(3.0) + 10 * r] * p))]
+              np.concatenate([np.arange(3.0) + 10 * r] * p)),
+             ("scatter sizes=", lambda: comm.scatter(everyone if r == 0 else None, sizes=rows),
+              lambda: _lane_move.scatter(comm, everyone if r == 0 else None, 0, "auto", None,
+                                         None, rows), split_by(everyone, p, rows)[r]),
+             ("alltoall sizes=", lambda: comm.alltoall(everyone, sizes=matrix),
+              lambda: _lane_move.alltoall(comm, everyone, "auto", None, None, matrix),
+              np.concatenate([split_by(everyone, p, rows)[r]] * p)),
+             ("reduce_scatter sizes=", lambda: comm.reduce_scatter(everyone, sizes=rows),
+              lambda: taken(_lane_reduce.reduce_scatter(comm, everyone, pycoll.SUM, "auto",
+                                                        None, None, None, rows)),
+              p * split_by(everyone, p, rows)[r])]
     for name, first, entry, want in calls:
         first()                                     # makes the lane
         got = entry()
@@ -1735,6 +1752,106 @@ def sizes_lane_cases(run):
                      if k[0] == kind and v is not None and k[-1] == tuple(rows)]
             assert keyed, (kind, rows, [k for k in comm._plans if k[0] == kind])
     lanes_were_taken(run, ("allgather-lane", "gather-lane"), "sizes lanes")
+
+
+def split_sizes_lane_cases(run):
+    """scatter, reduce_scatter and alltoall with sizes= take lanes keyed by
+    the sizes (a scatter receiver's header lane too): ragged blocks, empty
+    ones included, on every algorithm and several roots; sizes as a list,
+    a tuple or an integer array on different ranks of one call (one lane);
+    as numpy integers on odd ranks (the general path) or with a strided x
+    or out while the others take their lanes; from the third call in the
+    lane's spelling no rank leaves its lane. Async calls take the lanes
+    with the sizes as issued."""
+    comm, p, r = run.comm, run.p, run.r
+    lanes = comm.transport is not None
+    spellings = (list, tuple, np.array)
+
+    def spelt(sizes, repeat):
+        if repeat == 1 and r % 2 == 1:              # the general path: not a lane's key
+            return [np.int64(n) for n in sizes] if np.ndim(sizes) == 1 else \
+                [[np.int64(n) for n in line] for line in sizes]
+        return spellings[(r + repeat) % 3](sizes)
+
+    def strided(a):
+        wide = np.zeros((a.shape[0], 2 * a.shape[1]), a.dtype)
+        wide[:, ::2] = a
+        return wide[:, ::2]
+
+    ragged = [i % 3 + 1 for i in range(p)]
+    for rows in (ragged, [0] + ragged[1:]):
+        total = sum(rows)
+        for root in sorted({0, p - 1, p // 2}):
+            for algo in ("linear", "binomial", "auto"):
+                for repeat in range(4):
+                    name = f"scatter lane sizes={rows} {algo} root {root} call {repeat}"
+                    full = rank_data("float32", (total, 2), root, seed_of(name))
+                    want = split_by(full, p, rows)[r]
+                    x = None if r != root else strided(full) if repeat == 2 else full.copy()
+                    out = strided(np.zeros_like(want)) if repeat == 2 and r % 2 else None
+                    with lanes_only(("scatter",), f"{name} left its lane",
+                                    when=lanes and repeat == 3 and p > 1):
+                        y = comm.scatter(x, root=root, algorithm=algo, sizes=spelt(rows, repeat),
+                                         out=out)
+                    run.check(name, y, want)
+                    if out is not None:
+                        assert y is out, name
+        for algo in ("ring", "recursive_halving", "auto"):
+            for repeat in range(4):
+                name = f"reduce_scatter lane sizes={rows} {algo} call {repeat}"
+                xs = [rank_data("float32", (total, 2), i, seed_of(name), Op.SUM) for i in range(p)]
+                want = split_by(reduce_ranks(Op.SUM, xs), p, rows)[r]
+                out = strided(np.zeros_like(want)) if repeat == 2 and r % 2 else None
+                y = comm.reduce_scatter(xs[r], algorithm=algo, sizes=spelt(rows, repeat), out=out)
+                run.check(name, y, want)
+                run.count += 1
+            if lanes and p > 1:
+                key = ("reduce_scatter", np.dtype(np.float32), (total, 2), Op.SUM, algo, None,
+                       tuple(rows))
+                with lanes_only(("reduce_scatter", "_reduce_scatter"), f"{name}: not on its lane",
+                                when=comm._plans[key].lane is not None):
+                    run.check(f"{name} again", comm.reduce_scatter(xs[r], algorithm=algo,
+                                                                   sizes=rows), want)
+        matrix = [[(i + 2 * j + (j == 0)) % 3 for j in range(p)] for i in range(p)]
+        for repeat in range(4):
+            name = f"alltoall lane sizes={matrix} call {repeat}"
+            xs = [rank_data("float32", (sum(matrix[i]), 2), i, seed_of(name)) for i in range(p)]
+            want = np.concatenate([split_by(xs[i], p, matrix[i])[r] for i in range(p)])
+            x = strided(xs[r]) if repeat == 2 and r % 2 == 0 else xs[r]
+            out = strided(np.zeros_like(want)) if repeat == 2 and r % 2 else None
+            with lanes_only(("alltoall",), f"{name} left its lane", when=lanes and repeat == 3):
+                y = comm.alltoall(x, sizes=spelt(matrix, repeat), out=out)
+            run.check(name, y, want)
+    rows = list(ragged)
+    matrix = [list(ragged) for _ in range(p)]
+    for repeat in range(2):
+        name = f"scatter, reduce_scatter and alltoall lanes sizes={rows} async call {repeat}"
+        xs = [rank_data("float32", (sum(rows), 2), i, seed_of(name), Op.SUM) for i in range(p)]
+        if r == 0:
+            time.sleep(0.2)                         # holds the others' queues at `first`
+        first = comm.allreduce(np.ones(1), async_op=True)
+        work = [comm.scatter(xs[0] if r == 0 else None, sizes=rows, async_op=True),
+                comm.reduce_scatter(xs[r], sizes=rows, async_op=True),
+                comm.alltoall(xs[r], sizes=matrix, async_op=True)]
+        rows[(r + 1) % p] += 1                      # after issuing: the calls keep their sizes
+        matrix[r][(r + 1) % p] += 1
+        first.wait()
+        got = [w.wait() for w in work]
+        rows[(r + 1) % p] -= 1
+        matrix[r][(r + 1) % p] -= 1
+        run.check(f"{name}: scatter", got[0], split_by(xs[0], p, rows)[r])
+        run.check(f"{name}: reduce_scatter", got[1],
+                  split_by(reduce_ranks(Op.SUM, xs), p, rows)[r])
+        run.check(f"{name}: alltoall", got[2],
+                  np.concatenate([split_by(xs[i], p, rows)[r] for i in range(p)]))
+    if lanes and p > 1:
+        scatter = "scatter-lane-root" if r == 0 else "scatter-header"
+        for kind, tail in ((scatter, tuple(ragged)), ("alltoall-lane", tuple(map(tuple, matrix)))):
+            keyed = [k for k, v in comm._plans.items()
+                     if k[0] == kind and v is not None and k[-1] == tail]
+            assert keyed, (kind, tail, [k for k in comm._plans if k[0] == kind])
+    lanes_were_taken(run, ("scatter-lane-root", "scatter-header", "alltoall-lane"),
+                     "split sizes lanes")
 
 
 def own_block_lane_cases(run):

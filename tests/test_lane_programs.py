@@ -126,19 +126,32 @@ def test_allgather_programs(p, program):
             np.testing.assert_array_equal(buffers[r]["out"], expected, err_msg=f"rank {r}, {counts}")
 
 
+def alltoall_matrices(p: int):
+    """Byte matrices m[i][j] (what rank i sends rank j): the even splits of
+    a few lengths (the last two with empty blocks), then uneven ones: random
+    with zeros, one rank sending everything to one other, nothing sent."""
+    for rows in (p, 2 * p, 5 * p, p - 1, p // 2):
+        counts = [4 * len(b) for b in np.array_split(np.arange(rows), p)]
+        yield [counts] * p
+    rng = random.Random(p)
+    yield [[4 * rng.choice((0, 0, 1, 3, 7)) for _ in range(p)] for _ in range(p)]
+    yield [[8 if (i, j) == (p - 1, 0) else 0 for j in range(p)] for i in range(p)]
+    yield [[0] * p for _ in range(p)]
+
+
 @pytest.mark.parametrize("p", PS)
 def test_alltoall_program(p):
-    for rows in (p, 2 * p, 5 * p, p - 1, p // 2):   # the last two: some blocks empty
-        counts = tuple(4 * len(b) for b in np.array_split(np.arange(rows), p))
-        mine = [rank_data(r, sum(counts)) for r in range(p)]
-        programs = [_lanes._alltoall_program(p, r, counts) for r in range(p)]
+    for matrix in alltoall_matrices(p):
+        mine = [rank_data(r, sum(matrix[r])) for r in range(p)]
+        received = [[matrix[s][r] for s in range(p)] for r in range(p)]
+        programs = [_lanes._alltoall_program(p, r, matrix[r], received[r]) for r in range(p)]
         no_empty_message(programs)
-        buffers = [{"x": mine[r], "out": np.zeros(counts[r] * p, np.uint8)} for r in range(p)]
+        buffers = [{"x": mine[r], "out": np.zeros(sum(received[r]), np.uint8)} for r in range(p)]
         run(programs, buffers)
-        starts = np.cumsum((0,) + counts)
         for r in range(p):
-            expected = np.concatenate([mine[s][starts[r]:starts[r + 1]] for s in range(p)])
-            np.testing.assert_array_equal(buffers[r]["out"], expected)
+            blocks = [mine[s][sum(matrix[s][:r]):sum(matrix[s][:r + 1])] for s in range(p)]
+            np.testing.assert_array_equal(buffers[r]["out"], np.concatenate(blocks),
+                                          err_msg=f"rank {r}, {matrix}")
 
 
 @pytest.mark.parametrize("p", PS)
