@@ -24,7 +24,7 @@ import numpy as np
 
 from pycoll._mpicall cimport (Arrival, Transport, arrived, check_lane, copy_apart,
                               exchange, exchange_copying, handle_t, lane_deadline, monotonic,
-                              received_bytes, recv_by, send_by)
+                              received_bytes, recv_by, send_by, send_copying)
 from pycoll._resources cimport (MAX_STEPS, SLOT_WORK, CallResources, Operands, Stage,
                                 StagedSends, Ways, in_turn, lane_output, release_operands,
                                 settle, staged, take_operands)
@@ -44,6 +44,7 @@ cdef enum:
     STEP_COPY = 2
     STEP_SENDRECV = 3
     STEP_SENDRECV_COPY = 4
+    STEP_SEND_COPY = 5
     BUF_X = 0                   # the buffers its steps name
     BUF_OUT = 1
     BUF_WORK = 2
@@ -70,10 +71,13 @@ cdef class StepLane(StagedSends):
         STEP_SENDRECV        both messages at once
         STEP_SENDRECV_COPY   both, and copy the send span to the copy
                              span while they are in flight
+        STEP_SEND_COPY       send, and copy the receive span (only read:
+                             no message arrives) to the copy span while
+                             it is in flight (a scatter's own block)
 
     With a deadline (gather, allgather and alltoall; Note [Lane
     deadlines] in _mpicall.pyx) every message is posted and tested against it, and a
-    STEP_SENDRECV_COPY copies before posting. *collective* and *algorithm*
+    STEP_SENDRECV_COPY or STEP_SEND_COPY copies before posting. *collective* and *algorithm*
     name the call in a CollectiveTimeout.
 
     *has_result*: this rank returns out (every rank of an allgather, an
@@ -126,7 +130,7 @@ cdef class StepLane(StagedSends):
         for i, step in enumerate(steps):
             (self.kind[i], self.dest[i], self.sbuf[i], self.slo[i], self.sn[i], self.source[i],
              self.rbuf[i], self.rlo[i], self.rn[i], self.cbuf[i], self.clo[i]) = step
-            if self.kind[i] in (STEP_SEND, STEP_SENDRECV, STEP_SENDRECV_COPY):
+            if self.kind[i] in (STEP_SEND, STEP_SENDRECV, STEP_SENDRECV_COPY, STEP_SEND_COPY):
                 self.largest_send = max(self.largest_send, self.sn[i])
             # Every span within its buffer, checked once here.
             spans = {STEP_SEND: [(self.sbuf[i], self.slo[i], self.sn[i])],
@@ -137,7 +141,10 @@ cdef class StepLane(StagedSends):
                                      (self.rbuf[i], self.rlo[i], self.rn[i])],
                      STEP_SENDRECV_COPY: [(self.sbuf[i], self.slo[i], self.sn[i]),
                                           (self.rbuf[i], self.rlo[i], self.rn[i]),
-                                          (self.cbuf[i], self.clo[i], self.sn[i])]}[self.kind[i]]
+                                          (self.cbuf[i], self.clo[i], self.sn[i])],
+                     STEP_SEND_COPY: [(self.sbuf[i], self.slo[i], self.sn[i]),
+                                      (self.rbuf[i], self.rlo[i], self.rn[i]),
+                                      (self.cbuf[i], self.clo[i], self.rn[i])]}[self.kind[i]]
             for buf, lo, n in spans:
                 # no empty message of data; a barrier's are the word's, of 0 bytes
                 if not (0 <= lo and (0 < n or buf == BUF_WORD) and lo + n <= sizes.get(buf, 0)):
@@ -146,8 +153,8 @@ cdef class StepLane(StagedSends):
 
     cdef int execute(self, char **bufs, int tag, double deadline, Stage *stage) noexcept nogil:
         """The program. A send goes out of *stage* when that pays (Note
-        [Staging sends] in _resources.pyx); a copy step and the copy beside a send read the
-        send span itself."""
+        [Staging sends] in _resources.pyx); a copy step and the copy beside a
+        send read the caller's spans themselves."""
         cdef handle_t comm = self.transport.comm
         cdef void *status = self.transport.status
         cdef const char *sb
@@ -162,15 +169,21 @@ cdef class StepLane(StagedSends):
             sb = rb = NULL
             if k != STEP_RECV:
                 sb = staged(bufs[self.sbuf[i]] + self.slo[i], self.sn[i], stage)
-            if k != STEP_SEND:
+            if k == STEP_SEND_COPY:
+                rc = send_copying(sb, <int>self.sn[i], self.dest[i], tag, comm, status,
+                                  bufs[self.cbuf[i]] + self.clo[i],
+                                  bufs[self.rbuf[i]] + self.rlo[i], self.rn[i], deadline,
+                                  &self.stuck_peer)
+            elif k == STEP_SENDRECV_COPY:
                 rb = bufs[self.rbuf[i]] + self.rlo[i]
-            if k == STEP_SENDRECV_COPY:
                 rc = exchange_copying(sb, <int>self.sn[i], self.dest[i], rb, <int>self.rn[i],
                                       self.source[i], tag, comm, status,
                                       bufs[self.cbuf[i]] + self.clo[i],
                                       bufs[self.sbuf[i]] + self.slo[i], deadline,
                                       &self.stuck_peer)
             else:
+                if k != STEP_SEND:
+                    rb = bufs[self.rbuf[i]] + self.rlo[i]
                 rc = exchange(sb, <int>self.sn[i], self.dest[i], rb, <int>self.rn[i],
                               self.source[i], tag, comm, status, deadline, &self.stuck_peer)
             if rb != NULL:
@@ -370,7 +383,7 @@ cdef class ScatterReceiver:
 
 # The names pycoll/_lanes.py builds StepLane programs with.
 STEP = {"send": STEP_SEND, "recv": STEP_RECV, "copy": STEP_COPY, "sendrecv": STEP_SENDRECV,
-        "sendrecv_copy": STEP_SENDRECV_COPY}
+        "sendrecv_copy": STEP_SENDRECV_COPY, "send_copy": STEP_SEND_COPY}
 BUFFER = {"x": BUF_X, "out": BUF_OUT, "work": BUF_WORK, "word": BUF_WORD}
 
 

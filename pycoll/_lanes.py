@@ -45,7 +45,9 @@ def made(c, key: tuple, make) -> bool:
 
 def _step(kind: str, send=None, dest: int = -1, recv=None, source: int = -1, copy=None) -> tuple:
     """One step of a pycoll._lane_move.StepLane program; a span is (buffer
-    name, lo, hi) in bytes. A "copy" step copies *send* to *recv*."""
+    name, lo, hi) in bytes. A "copy" step copies *send* to *recv*; a
+    "send_copy" sends *send* and copies *recv* (nothing is received) to
+    *copy* meanwhile."""
     sb, slo, shi = send or ("x", 0, 0)
     rb, rlo, rhi = recv or ("x", 0, 0)
     cb, clo, _ = copy or ("x", 0, 0)
@@ -57,13 +59,19 @@ def _step(kind: str, send=None, dest: int = -1, recv=None, source: int = -1, cop
 def _without_empty(steps) -> list:
     """A data-movement program without its empty messages and copies
     (Note [Empty lanes]): an exchange with one side empty becomes the other
-    side alone, after its copy if it had one."""
+    side alone, after its copy if it had one; a send_copy without its send
+    or its copy, the other alone."""
     kinds, names = _lane_move.STEP, {code: name for name, code in _lane_move.BUFFER.items()}
     kept = []
     for step in steps:
         kind, dest, sb, slo, sn, source, rb, rlo, rn, cb, clo = step
         send, recv = (names[sb], slo, slo + sn), (names[rb], rlo, rlo + rn)
-        if kind in (kinds["sendrecv"], kinds["sendrecv_copy"]) and not (sn and rn):
+        if kind == kinds["send_copy"] and not (sn and rn):
+            if rn:
+                kept.append(_step("copy", send=recv, recv=(names[cb], clo, clo + rn)))
+            if sn:
+                kept.append(_step("send", send=send, dest=dest))
+        elif kind in (kinds["sendrecv"], kinds["sendrecv_copy"]) and not (sn and rn):
             if sn and kind == kinds["sendrecv_copy"]:
                 kept.append(_step("copy", send=send, recv=(names[cb], clo, clo + sn)))
             if sn:
@@ -77,8 +85,9 @@ def _without_empty(steps) -> list:
 
 def _largest_message(steps) -> int:
     """The largest message a StepLane program sends or receives."""
-    sizes = [n for kind, *rest in steps if kind != _lane_move.STEP["copy"]
-             for n in (rest[3], rest[7])]
+    kinds = _lane_move.STEP
+    sizes = [n for kind, *rest in steps if kind != kinds["copy"]
+             for n in ((rest[3],) if kind == kinds["send_copy"] else (rest[3], rest[7]))]
     return max(sizes, default=0)
 
 
@@ -429,7 +438,9 @@ class _RootedLane:
         after the header: the root sends each child its subtree's blocks
         from x (rotated into work first when the tree is not in rank order),
         largest subtree first; a rank with children receives its subtree in
-        work and passes theirs on; every rank's own block ends in out."""
+        work and passes theirs on; every rank's own block ends in out, a
+        rank with children copying it while its first send is in flight
+        (Note [Own block in flight])."""
         lo, hi = self.own
         if self.up is None:
             buf, steps = "x", []
@@ -443,9 +454,23 @@ class _RootedLane:
         else:
             source, ulo, uhi = self.up
             buf, steps = "work", [_step("recv", recv=("work", ulo, uhi), source=source)]
-        steps += [_step("send", send=(buf, clo, chi), dest=rank)
-                  for rank, clo, chi in reversed(self.children)]
-        return _without_empty(steps + [_step("copy", send=(buf, lo, hi), recv=("out", 0, hi - lo))])
+        (first, flo, fhi), *others = reversed(self.children)
+        steps.append(_step("send_copy", send=(buf, flo, fhi), dest=first, recv=(buf, lo, hi),
+                           copy=("out", 0, hi - lo)))
+        steps += [_step("send", send=(buf, clo, chi), dest=rank) for rank, clo, chi in others]
+        return _without_empty(steps)
+
+
+# Note [Own block in flight]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A scatter's root, and a rank of the binomial tree with children, keeps
+# its own block and sends the rest on. Its lane copies the block into out
+# while its first (largest) send is in flight (a "send_copy" step:
+# MPI_Isend, the copy, MPI_Wait), as the general path copies it while its
+# sends are in flight (bench/NOTES.md, "Scatter's own block"). Before, the
+# lane copied it after its last send: at p = 2 and 16 MiB, when a send of
+# that size waits for its receiver, the root paid the copy after the
+# message instead of beside it.
 
 
 def make_gather(c, x, root, algorithm, sizes=None):

@@ -35,6 +35,9 @@ cdef int exchange(const char *sbuf, int sn, int dest, char *rbuf, int rn, int so
 cdef int exchange_copying(const char *sbuf, int sn, int dest, char *rbuf, int rn, int source,
                           int tag, handle_t comm, void *status, char *copy, const char *original,
                           double deadline, int *stuck) noexcept nogil
+cdef int send_copying(const char *sbuf, int sn, int dest, int tag, handle_t comm, void *status,
+                      char *copy, const char *original, Py_ssize_t n, double deadline,
+                      int *stuck) noexcept nogil
 cdef int send_by(const char *buf, int n, int dest, int tag, handle_t comm, void *status,
                  double deadline, int *stuck) noexcept nogil
 cdef int recv_by(char *buf, int n, int source, int tag, handle_t comm, void *status,

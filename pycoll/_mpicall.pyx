@@ -365,6 +365,25 @@ cdef int exchange_copying(const char *sbuf, int sn, int dest, char *rbuf, int rn
     return rc if rc != 0 else rc2
 
 
+cdef int send_copying(const char *sbuf, int sn, int dest, int tag, handle_t comm, void *status,
+                      char *copy, const char *original, Py_ssize_t n, double deadline,
+                      int *stuck) noexcept nogil:
+    """send_by() of sbuf, and copy n bytes of *original* into *copy* while
+    the message is in flight: MPI_Isend, the copy, MPI_Wait (a scatter's
+    own block, Note [Own block in flight] in pycoll/_lanes.py). By a
+    *deadline* the copy comes first, then send_by."""
+    cdef intptr_t sreq = 0
+    cdef int rc
+    if deadline > 0.0:
+        copy_apart(copy, original, n)
+        return send_by(sbuf, sn, dest, tag, comm, status, deadline, stuck)
+    rc = c_isend(sbuf, sn, BYTE, dest, tag, comm, &sreq)
+    copy_apart(copy, original, n)
+    if rc == 0:
+        rc = c_wait(&sreq, status)
+    return rc
+
+
 cdef int send_by(const char *buf, int n, int dest, int tag, handle_t comm, void *status,
                  double deadline, int *stuck) noexcept nogil:
     """One message to dest: MPI_Send, or by *deadline* when it is not 0."""

@@ -47,7 +47,10 @@ def run(programs, buffers):
                 continue
             if kind == "sendrecv_copy":
                 span(r, cb, co, sn)[:] = span(r, sb, so, sn)
-            pending[r] = {"send"} if kind == "send" else {"recv"} if kind == "recv" else {"send", "recv"}
+            if kind == "send_copy":                 # the receive span is copied, not received
+                span(r, cb, co, rn)[:] = span(r, rb, ro, rn)
+            pending[r] = {"send"} if kind in ("send", "send_copy") else {"recv"} if kind == "recv" \
+                else {"send", "recv"}
 
     for r in range(p):
         post(r)
@@ -104,8 +107,10 @@ def no_empty_message(programs) -> None:
     for r, program in enumerate(programs):
         for step in program:
             kind = KIND[step[0]]
-            assert (kind not in ("send", "sendrecv", "sendrecv_copy", "copy") or step[4] > 0) \
-                and (kind not in ("recv", "sendrecv", "sendrecv_copy") or step[8] > 0), (r, step)
+            assert (kind not in ("send", "sendrecv", "sendrecv_copy", "copy", "send_copy")
+                    or step[4] > 0) \
+                and (kind not in ("recv", "sendrecv", "sendrecv_copy", "send_copy")
+                     or step[8] > 0), (r, step)
 
 
 @pytest.mark.parametrize("p", PS)
