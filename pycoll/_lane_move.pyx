@@ -75,9 +75,9 @@ cdef class StepLane(StagedSends):
                              no message arrives) to the copy span while
                              it is in flight (a scatter's own block)
 
-    With a deadline (gather, allgather and alltoall; Note [Lane
-    deadlines] in _mpicall.pyx) every message is posted and tested against it, and a
-    STEP_SENDRECV_COPY or STEP_SEND_COPY copies before posting. *collective* and *algorithm*
+    With a deadline (Note [Lane deadlines] in _mpicall.pyx) every message
+    is posted and tested against it, and a STEP_SENDRECV_COPY or
+    STEP_SEND_COPY copies before posting. *collective* and *algorithm*
     name the call in a CollectiveTimeout.
 
     *has_result*: this rank returns out (every rank of an allgather, an

@@ -465,12 +465,15 @@ class _RootedLane:
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # A scatter's root, and a rank of the binomial tree with children, keeps
 # its own block and sends the rest on. Its lane copies the block into out
-# while its first (largest) send is in flight (a "send_copy" step:
-# MPI_Isend, the copy, MPI_Wait), as the general path copies it while its
-# sends are in flight (bench/NOTES.md, "Scatter's own block"). Before, the
-# lane copied it after its last send: at p = 2 and 16 MiB, when a send of
-# that size waits for its receiver, the root paid the copy after the
-# message instead of beside it.
+# while its first send (the largest subtree's, on the tree) is in flight
+# (a "send_copy" step: MPI_Isend, the copy, MPI_Wait), as the general
+# path copies it while its sends are in flight (bench/NOTES.md,
+# "Scatter's own block"). Before, the lane copied it after its last send:
+# a large send waits for its receiver, whose MPI call moves the data, and
+# the copy came after it instead of beside it (at 4-16 MiB and p = 2 the
+# lane now moves 1.7-1.8x native's bandwidth, 1.0x before). A receive
+# does not gain the same way (a gather's root, tried): its message moves
+# while the receiver is inside MPI, not while it copies.
 
 
 def make_gather(c, x, root, algorithm, sizes=None):
