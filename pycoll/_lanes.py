@@ -612,7 +612,7 @@ def make_scatter_root(c, x, root, algorithm, rest, sizes=None):
     if x.dtype != dtype.numpy:
         return None
     try:
-        plan = _scatter_plan(c, dtype, x.shape, r, alg, _check_counts(sizes, c.size))
+        plan = _scatter_plan(c, dtype, x.shape, r, alg, sizes)     # sizes checked here
     except (TypeError, ValueError):
         return None
     children = binomial_edges(r, c.rank, c.size)[1]

@@ -1681,6 +1681,18 @@ def gather_lane_cases(run):
     lanes_were_taken(run, ("gather-lane",), "gather lane")
 
 
+def spell_sizes(sizes, r: int, repeat: int):
+    """sizes= (a list, or alltoall's matrix as a list of rows) as rank r
+    spells it in call *repeat* of the sizes lane cases: a list, a tuple or
+    an integer array, differing between ranks of one call (one lane key);
+    in call 1 on odd ranks numpy integers, which no lane keys (the general
+    path)."""
+    if repeat == 1 and r % 2 == 1:
+        return [np.int64(n) for n in sizes] if np.ndim(sizes) == 1 else \
+            [[np.int64(n) for n in line] for line in sizes]
+    return (list, tuple, np.array)[(r + repeat) % 3](sizes)
+
+
 def sizes_lane_cases(run):
     """Gathers and allgathers with sizes= take lanes keyed by the sizes
     (pycoll/api.py _made_with_sizes): ragged rows on every algorithm and
@@ -1691,16 +1703,10 @@ def sizes_lane_cases(run):
     Async calls take the lane too, with the sizes as issued."""
     comm, p, r = run.comm, run.p, run.r
     ragged = [i % 3 + 1 for i in range(p)]
-    spellings = (list, tuple, np.array)
 
     def mine_of(sizes, name):
         xs = [rank_data("float32", (n, 2), i, seed_of(name)) for i, n in enumerate(sizes)]
         return xs[r], np.concatenate(xs)
-
-    def sizes_of(rows, repeat):
-        if repeat == 1 and r % 2 == 1:
-            return [np.int64(n) for n in rows]      # the general path: not a lane's key
-        return spellings[(r + repeat) % 3](rows)
 
     for rows in (ragged, [0] + ragged[1:]):
         for algo in ("ring", "recursive_doubling", "bruck", "auto"):
@@ -1713,7 +1719,8 @@ def sizes_lane_cases(run):
                     out = target[::2]
                 elif repeat == 3:
                     out = np.empty_like(want)
-                y = comm.allgather(mine, algorithm=algo, sizes=sizes_of(rows, repeat), out=out)
+                y = comm.allgather(mine, algorithm=algo, sizes=spell_sizes(rows, r, repeat),
+                                   out=out)
                 run.check(name, y, want)
                 run.same_everywhere(name, y)
                 if out is not None:
@@ -1725,7 +1732,8 @@ def sizes_lane_cases(run):
                 for repeat in range(3):
                     name = f"gather lane sizes={rows} {algo} root {root} call {repeat}"
                     mine, want = mine_of(rows, name)
-                    y = comm.gather(mine, root=root, algorithm=algo, sizes=sizes_of(rows, repeat))
+                    y = comm.gather(mine, root=root, algorithm=algo,
+                                    sizes=spell_sizes(rows, r, repeat))
                     if r == root:
                         run.check(name, y, want)
                     else:
@@ -1765,13 +1773,6 @@ def split_sizes_lane_cases(run):
     with the sizes as issued."""
     comm, p, r = run.comm, run.p, run.r
     lanes = comm.transport is not None
-    spellings = (list, tuple, np.array)
-
-    def spelt(sizes, repeat):
-        if repeat == 1 and r % 2 == 1:              # the general path: not a lane's key
-            return [np.int64(n) for n in sizes] if np.ndim(sizes) == 1 else \
-                [[np.int64(n) for n in line] for line in sizes]
-        return spellings[(r + repeat) % 3](sizes)
 
     def strided(a):
         wide = np.zeros((a.shape[0], 2 * a.shape[1]), a.dtype)
@@ -1791,8 +1792,8 @@ def split_sizes_lane_cases(run):
                     out = strided(np.zeros_like(want)) if repeat == 2 and r % 2 else None
                     with lanes_only(("scatter",), f"{name} left its lane",
                                     when=lanes and repeat == 3 and p > 1):
-                        y = comm.scatter(x, root=root, algorithm=algo, sizes=spelt(rows, repeat),
-                                         out=out)
+                        y = comm.scatter(x, root=root, algorithm=algo,
+                                         sizes=spell_sizes(rows, r, repeat), out=out)
                     run.check(name, y, want)
                     if out is not None:
                         assert y is out, name
@@ -1802,7 +1803,8 @@ def split_sizes_lane_cases(run):
                 xs = [rank_data("float32", (total, 2), i, seed_of(name), Op.SUM) for i in range(p)]
                 want = split_by(reduce_ranks(Op.SUM, xs), p, rows)[r]
                 out = strided(np.zeros_like(want)) if repeat == 2 and r % 2 else None
-                y = comm.reduce_scatter(xs[r], algorithm=algo, sizes=spelt(rows, repeat), out=out)
+                y = comm.reduce_scatter(xs[r], algorithm=algo, sizes=spell_sizes(rows, r, repeat),
+                                        out=out)
                 run.check(name, y, want)
                 run.count += 1
             if lanes and p > 1:
@@ -1820,7 +1822,7 @@ def split_sizes_lane_cases(run):
             x = strided(xs[r]) if repeat == 2 and r % 2 == 0 else xs[r]
             out = strided(np.zeros_like(want)) if repeat == 2 and r % 2 else None
             with lanes_only(("alltoall",), f"{name} left its lane", when=lanes and repeat == 3):
-                y = comm.alltoall(x, sizes=spelt(matrix, repeat), out=out)
+                y = comm.alltoall(x, sizes=spell_sizes(matrix, r, repeat), out=out)
             run.check(name, y, want)
     rows = list(ragged)
     matrix = [list(ragged) for _ in range(p)]
