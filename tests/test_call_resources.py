@@ -153,6 +153,23 @@ def test_the_first_call_after_a_change_of_way_is_not_counted():
     assert all(c == "off" for k, c in enumerate(chosen[switched:], switched) if k % EXPLORE > 1)
 
 
+def test_a_stall_of_the_host_does_not_move_the_choice():
+    """This host stalls a process for milliseconds now and then. A stalled
+    call of the chosen way counts as a call twice its mean, no more: one
+    10 ms call among 80 us ones once put the mean of "as is" at 2.6 ms, and
+    the copy ran every call until "as is" was next tried, up to 3 *
+    EXPLORE calls later."""
+    from pycoll._resources import EXPLORE, _ways_chosen
+
+    times = {0: 80e-6, 1: 110e-6, 2: 150e-6}     # as is, copy, stream
+    stalls = {EXPLORE + 10, 2 * EXPLORE + 20, 4 * EXPLORE + 5}
+
+    chosen = _ways_chosen(lambda way, k: 10e-3 if k in stalls else times[way], 6 * EXPLORE)
+    assert chosen[6:EXPLORE] == ["off"] * (EXPLORE - 6)
+    assert all(c == "off" for k, c in enumerate(chosen[6:], 6) if k % EXPLORE > 1), \
+        [(k, c) for k, c in enumerate(chosen) if c != "off" and k % EXPLORE > 1]
+
+
 def test_ranks_that_settled_apart_find_the_way_together():
     """An exchange lasts as long as its slower side, so a rank's time for
     its way depends on its peer's. Here both ranks as is take 30 us, both
