@@ -263,9 +263,12 @@ cdef double STALL = 2.0        # a call counts at most this many times its way's
 #   mean past the other ways' within a few calls (a quarter of the way to
 #   twice the mean per call).
 #
-# Together they took that allreduce out of place from 0.71-0.74x native
+# The first three took that allreduce out of place from 0.71-0.74x native
 # MPICH's time to 0.39-0.41x, and from 0.81-0.93x native Open MPI's to
-# 0.50-0.51x (bench/NOTES.md, "Staging: the first call after a change").
+# 0.50-0.51x (bench/NOTES.md, "Staging: the first call after a change");
+# the fourth took "auto" at 256 KiB-1 MiB from 1.09-1.20x the time of
+# "as is" to 1.06-1.11x (medians over launches) in a phase where "as is"
+# won throughout (bench/NOTES.md, "Staging: a stall is not a mode").
 # The general path times each staged blocking send the same way, one
 # WayChooser per plan (its sends out of place and in place alike).
 # set_staging() fixes one way for the process (A/B measurements, tests).
@@ -318,9 +321,10 @@ cdef inline void note_time(Ways *w, int way, double t) noexcept nogil:
     """A call of *way* took *t* seconds. A call that took another way than
     the one before it is not counted: the first call after a change pays
     for the change. In the first calls each way keeps its fastest; then
-    the chosen way's mean moves toward each call's time, and a way tried
-    in passing takes that call's time as it is (its old mean is stale: the
-    host may have changed mode since)."""
+    the chosen way's mean moves toward each call's time (a stalled call
+    counting as STALL times the mean), and a way tried in passing takes
+    that call's time as it is (its old mean is stale: the host may have
+    changed mode since)."""
     cdef bint settling = w.calls < SETTLE_CALLS, changed = w.last != way + 1
     w.calls += 1
     w.last = way + 1
