@@ -28,6 +28,7 @@ cdef enum:
     TRIAL_CALLS = 2             # calls in a row that try one way (the first is not counted)
     SETTLE_CALLS = TRIAL_CALLS * NWAYS  # a lane's first calls: each way tried once
     EXPLORE_EVERY = 32          # then from every 32nd call, one of the three tried, in turn
+    FULL_ROUND_EVERY = 4        # a way far behind tried only in every 4th round of trials
 
 
 cdef struct Ways:

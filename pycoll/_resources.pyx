@@ -201,9 +201,11 @@ cdef enum:
 # The ways (WAY_* in _resources.pxd) by the names set_staging takes.
 WAYS = {"off": WAY_AS_IS, "copy": WAY_COPY, "stream": WAY_STREAM, "auto": WAY_AUTO}
 EXPLORE = EXPLORE_EVERY
+FULL_ROUND = FULL_ROUND_EVERY
 SETTLE = SETTLE_CALLS           # a lane's first calls, which try each way twice
 cdef double EWMA = 0.25        # the weight of a call in its way's mean
 cdef double STALL = 2.0        # a call counts at most this many times its way's mean
+cdef double FAR_BEHIND = 1.5   # a way's mean past this many times the best's: far behind
 
 # Note [Choosing the way]
 # ~~~~~~~~~~~~~~~~~~~~~~~
@@ -234,7 +236,13 @@ cdef double STALL = 2.0        # a call counts at most this many times its way's
 # EXPLORE_EVERY-th call and the one after it take the next of the three
 # in turn, whose time replaces that way's mean (or, for the way already
 # chosen, moves it): so the choice follows the host from one mode to the
-# other within a few explorations. Four things keep those times honest:
+# other within a few explorations. A way far behind (its mean more than
+# FAR_BEHIND times the chosen way's) is tried only in every
+# FULL_ROUND_EVERY-th round of trials: where one way wins throughout, the
+# trials of the two others cost more than anything else "auto" does. A
+# way that falls behind is left at once (its mean rises past the others'
+# stale ones); one that pulls ahead while far behind waits for its turn,
+# up to 4 * 3 * EXPLORE_EVERY calls. Four things keep those times honest:
 #
 # - The first call after a change of way is not counted. It pays for the
 #   change: on MPICH, recursive doubling's 256 KiB allreduce at p = 2 took
@@ -250,7 +258,9 @@ cdef double STALL = 2.0        # a call counts at most this many times its way's
 #   ways only ever timed mixed pairs and stayed apart (the same allreduce,
 #   one rank as is and the other copying: 54-66 us a call in all 20 rounds
 #   of one launch, where in another both went as is from the third round
-#   on, at 29-41).
+#   on, at 29-41). A rank skips the trials of ways it has timed far
+#   behind, but in every FULL_ROUND_EVERY-th round every rank tries every
+#   way, so such ranks still time the same ways together.
 # - A lane keeps the ways of its in-place calls apart from the others':
 #   in place a call sends what the call before it wrote, which goes at
 #   another speed (there, as is 74 us against the copy's 61-68 in place,
@@ -266,9 +276,10 @@ cdef double STALL = 2.0        # a call counts at most this many times its way's
 # The first three took that allreduce out of place from 0.71-0.74x native
 # MPICH's time to 0.39-0.41x, and from 0.81-0.93x native Open MPI's to
 # 0.50-0.51x (bench/NOTES.md, "Staging: the first call after a change");
-# the fourth took "auto" at 256 KiB-1 MiB from 1.09-1.20x the time of
-# "as is" to 1.06-1.11x (medians over launches) in a phase where "as is"
-# won throughout (bench/NOTES.md, "Staging: a stall is not a mode").
+# the fourth, and skipping the ways far behind, took "auto" at 256 KiB-
+# 1 MiB from 1.06-1.16x the time of "as is" to 1.01-1.08x (medians over
+# launches, both MPIs) in a phase where "as is" won throughout
+# (bench/NOTES.md, "Staging: a stall is not a mode").
 # The general path times each staged blocking send the same way, one
 # WayChooser per plan (its sends out of place and in place alike).
 # set_staging() fixes one way for the process (A/B measurements, tests).
@@ -308,13 +319,20 @@ cdef inline int best_way(Ways *w) noexcept nogil:
 
 cdef inline int pick_way(Ways *w) noexcept nogil:
     """The way of a lane's next call (Note [Choosing the way])."""
+    cdef int way, best
     if staging_mode != WAY_AUTO:
         return staging_mode
     if w.calls < SETTLE_CALLS:          # each way tried in turn
         return w.calls // TRIAL_CALLS
+    best = best_way(w)
     if w.calls % EXPLORE_EVERY < TRIAL_CALLS:   # the same way on every rank
-        return (w.calls // EXPLORE_EVERY) % NWAYS
-    return best_way(w)
+        way = (w.calls // EXPLORE_EVERY) % NWAYS
+        if w.calls % EXPLORE_EVERY:             # a trial's later calls follow its first
+            return way if w.last == way + 1 else best
+        if w.calls // (EXPLORE_EVERY * NWAYS) % FULL_ROUND_EVERY == 0 \
+                or w.mean[way] <= FAR_BEHIND * w.mean[best]:
+            return way
+    return best
 
 
 cdef inline void note_time(Ways *w, int way, double t) noexcept nogil:

@@ -109,24 +109,51 @@ def test_what_is_not_staged_is_sent_as_it_is():
 def test_auto_takes_the_fastest_way_and_keeps_checking_the_others():
     """Note [Choosing the way]: each way twice in a row, then the fastest,
     with every EXPLORE-th call and the next trying one of the three in
-    turn; a change of the host's mode (here at call 200) moves the choice
-    within a few explorations."""
-    from pycoll._resources import EXPLORE, _ways_chosen
+    turn (a way far behind only in every FULL_ROUND-th round of trials);
+    a change of the host's mode moves the choice within a few
+    explorations."""
+    from pycoll._resources import EXPLORE, FULL_ROUND, _ways_chosen
 
     fast = {0: 80e-6, 1: 50e-6, 2: 105e-6}       # as is, copy, stream (the fast mode)
     slow = {0: 85e-6, 1: 165e-6, 2: 68e-6}       # the slow mode
-    chosen = _ways_chosen(lambda way, k: (fast if k < 200 else slow)[way], 600)
+    change = (FULL_ROUND + 1) * 3 * EXPLORE     # after five rounds of trials
+    chosen = _ways_chosen(lambda way, k: (fast if k < change else slow)[way], change + 400)
     assert chosen[:6] == ["off", "off", "copy", "copy", "stream", "stream"]
     assert chosen[6:EXPLORE] == ["copy"] * (EXPLORE - 6)
-    explored = [chosen[k] for k in range(EXPLORE, 200, EXPLORE)]
-    assert explored == ["copy", "stream", "off", "copy", "stream", "off"]
-    assert all(chosen[k + 1] == chosen[k] for k in range(EXPLORE, 600, EXPLORE))
-    assert all(c == "copy" for k, c in enumerate(chosen[6:200], 6) if k % EXPLORE > 1)
+    # As is (1.6x the copy) and the stream (2.1x) are far behind: each is
+    # tried in the first round and again in the fifth.
+    for k in range(EXPLORE, change, EXPLORE):
+        way = ("off", "copy", "stream")[k // EXPLORE % 3]
+        full = k // (3 * EXPLORE) % FULL_ROUND == 0
+        assert chosen[k] == chosen[k + 1] == (way if full or way == "copy" else "copy"), k
+    assert all(c == "copy" for k, c in enumerate(chosen[6:change], 6) if k % EXPLORE > 1)
     # After the change the copy's mean climbs (a call weighs 1/4) past the
-    # as-is one, and the stream takes over when it is next tried.
-    switched = next(k for k in range(200, 600) if chosen[k] == "stream" and k % EXPLORE > 1)
-    assert switched < 200 + 3 * EXPLORE, switched
+    # as-is one, and the stream, no longer far behind, takes over when it
+    # is next tried.
+    switched = next(k for k in range(change, change + 400)
+                    if chosen[k] == "stream" and k % EXPLORE > 1)
+    assert switched < change + 3 * EXPLORE, switched
     assert all(c == "stream" for k, c in enumerate(chosen[switched:], switched) if k % EXPLORE > 1)
+
+
+def test_a_way_far_behind_that_pulls_ahead_is_found_in_a_full_round():
+    """The copy, far behind "as is" (over FAR_BEHIND = 1.5 times its
+    mean), is tried only in every FULL_ROUND-th round of trials; when the
+    host turns fast the copy takes over at its first trial in such a
+    round, no later."""
+    from pycoll._resources import EXPLORE, FULL_ROUND, _ways_chosen
+
+    slow = {0: 85e-6, 1: 165e-6, 2: 200e-6}      # as is, copy, stream
+    fast = {0: 80e-6, 1: 50e-6, 2: 200e-6}
+    change = 4 * EXPLORE                       # in the second round of trials
+    chosen = _ways_chosen(lambda way, k: (slow if k < change else fast)[way], 1000)
+    assert chosen[6:EXPLORE] == ["off"] * (EXPLORE - 6)
+    full_round = 3 * EXPLORE * FULL_ROUND    # the first full round after the change
+    copy_trial = full_round + EXPLORE        # and its trial of the copy
+    assert all(c == "off" for k, c in enumerate(chosen[6:copy_trial], 6) if k % EXPLORE > 1)
+    assert chosen[copy_trial:copy_trial + 2] == ["copy", "copy"]
+    assert all(c == "copy" for k, c in enumerate(chosen[copy_trial:], copy_trial)
+               if k % EXPLORE > 1)
 
 
 def test_the_first_call_after_a_change_of_way_is_not_counted():
