@@ -242,7 +242,8 @@ cdef double FAR_BEHIND = 1.5   # a way's mean past this many times the best's: f
 # trials of the two others cost more than anything else "auto" does. A
 # way that falls behind is left at once (its mean rises past the others'
 # stale ones); one that pulls ahead while far behind waits for its turn,
-# up to 4 * 3 * EXPLORE_EVERY calls. Four things keep those times honest:
+# up to FULL_ROUND_EVERY * 3 * EXPLORE_EVERY calls (384). Four things
+# keep those times honest:
 #
 # - The first call after a change of way is not counted. It pays for the
 #   change: on MPICH, recursive doubling's 256 KiB allreduce at p = 2 took
@@ -268,8 +269,8 @@ cdef double FAR_BEHIND = 1.5   # a way's mean past this many times the best's: f
 # - A call of the chosen way moves its mean as a call of at most STALL
 #   times that mean would. This host stops a process for milliseconds now
 #   and then: one such call among 1 MiB broadcasts of 110 us put the mean
-#   of "as is" at 2.4 ms, and the copy (170 us) ran every call until "as
-#   is" was next tried, 36 calls later. A change of mode still moves the
+#   of "as is" at 2.4 ms, and the copy (about 180 us) ran every call
+#   until "as is" was next tried, 36 calls later. A change of mode still moves the
 #   mean past the other ways' within a few calls (a quarter of the way to
 #   twice the mean per call).
 #

@@ -182,10 +182,10 @@ def test_the_first_call_after_a_change_of_way_is_not_counted():
 
 def test_a_stall_of_the_host_does_not_move_the_choice():
     """This host stalls a process for milliseconds now and then. A stalled
-    call of the chosen way counts as a call twice its mean, no more: one
-    10 ms call among 80 us ones once put the mean of "as is" at 2.6 ms, and
-    the copy ran every call until "as is" was next tried, up to 3 *
-    EXPLORE calls later."""
+    call of the chosen way counts as a call twice its mean, no more:
+    counted in full, one 10 ms call among 80 us ones would put the mean of
+    "as is" at 2.6 ms, and the copy would run every call until "as is" was
+    next tried, up to 3 * EXPLORE calls later."""
     from pycoll._resources import EXPLORE, _ways_chosen
 
     times = {0: 80e-6, 1: 110e-6, 2: 150e-6}     # as is, copy, stream
