@@ -9,6 +9,7 @@ MAX_LANE_STEPS: int
 SLOT_NAMES: tuple[str, ...]
 WAYS: dict[str, int]
 EXPLORE: int
+FULL_ROUND: int
 SETTLE: int
 
 def set_staging(mode: str) -> str: ...
