@@ -17,6 +17,13 @@ and a float32 allreduce (MPICH, median of 9 rounds of 20; pycoll's
     1 MiB    pycoll 104  ->  51 us    native   140 ->   86 us
 
 At 16 MiB (as fast as memory either way) the page size changed nothing.
+The cost is in the sender's pages: the receiver copies a large message
+straight out of the sender's memory (Linux's cross-memory attach,
+process_vm_readv: MPICH's CMA path, Open MPI's smsc/cma), and the kernel
+pins the sender's pages for it one page at a time, 512 pins per 2 MiB of
+4 KiB pages against one for a huge page. With the attach turned off the
+page size stopped mattering, and every 1-4 MiB message took 2-3x as long
+(bench/NOTES.md, "Why the sender's pages: the receiver pins them").
 numpy asks Linux for huge pages (madvise MADV_HUGEPAGE) only for arrays
 of 4 MiB and more, and gets them only for the 2 MiB-aligned stretches
 inside each array; where transparent huge pages are in "madvise" mode, as
