@@ -36,7 +36,7 @@ import numpy as np
 import pycoll
 from pycoll import tuning
 from pycoll._dtypes import Op
-from pycoll.algorithms import ALGORITHMS, REGISTRY
+from pycoll.algorithms import ALGORITHMS
 from pycoll.bench.harness import parse_size
 from pycoll.bench.ops import SPECS, Bench
 
@@ -227,9 +227,9 @@ def fit_collective(collective: str, comm, args, gamma: float, barrier, reduce_ma
         times = measure({name: (lambda name=name: spec.run(bench, comm, name, False))
                          for name in names}, barrier, reduce_max, args.budget)
         for name in names:
-            module = REGISTRY[collective][name]
-            samples[name].append((module.steps(p), module.bytes_on_wire(n, p),
-                                  module.reduce_bytes(n, p), times[name], n))
+            # the terms of the segments this call ran with (its Communicator's)
+            samples[name].append((*tuning.terms(collective, name, n, p, comm.settings.params),
+                                  times[name], n))
     fits, measured = {}, {}
     for name, points in samples.items():
         pieces = {piece: tuning.fit([s[:4] for s in points if tuning.regime(s[4]) == piece], gamma)

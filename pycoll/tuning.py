@@ -7,6 +7,8 @@ modelled time is
 
     T(n, p) = steps(p) * alpha + bytes_on_wire(n, p) * beta + reduce_bytes(n, p) * gamma
 
+(a pipelined chain's counted per segment: Note [Pipelined chains])
+
 with (alpha, beta) per algorithm and per size regime (REGIMES):
 implementations differ in what a step costs and in how they use the memory
 system, and so does one algorithm at different sizes. Up to TINY the
@@ -196,7 +198,9 @@ for _algorithms in DEFAULT_PARAMS["algorithms"].values():
 # reduces half as much (a probe timing repeated calls, nine rounds). So
 # "tiny" holds those alphas, and both algorithms pay the same per byte on
 # the wire until "large": the chain wins on 2 and 3 ranks, and from 4 on
-# recursive doubling's log2(p) steps win below about 7 KiB at p = 4. (On
+# recursive doubling's log2(p) steps win up to 128 KiB at p = 4 (below
+# MIN_PIPELINE_SEGMENT the chain is one message passed on p - 1 times,
+# Note [Pipelined chains]; counted as its limit, it won from 7 KiB). (On
 # this 2-core machine the chain's repeated calls also won at 4-8 ranks,
 # oversubscribed: a rank of a chain runs ahead into its next call, where
 # an exchange waits for its partner's turn on the core. That is the
@@ -283,9 +287,47 @@ def modelled_time(collective: str, algorithm: str, n: int, p: int, params=None,
     pieces = params["algorithms"][collective][algorithm]
     alpha = pieces[regime(n)][0]
     beta = pieces[regime(max(n, footprint))][1]
+    steps, wire, reduced = terms(collective, algorithm, n, p, params)
+    return steps * alpha + wire * beta + reduced * gamma(params, dtype)
+
+
+def terms(collective: str, algorithm: str, n: int, p: int, params=None) -> tuple:
+    """(steps, bytes on the wire, bytes reduced) of one algorithm on n bytes:
+    its module's cost terms, but for a pipelined chain cut into m segments
+    (p - 2 + m) segment times (Note [Pipelined chains])."""
     module = REGISTRY[collective][algorithm]
-    return (module.steps(p) * alpha + module.bytes_on_wire(n, p) * beta
-            + module.reduce_bytes(n, p) * gamma(params, dtype))
+    steps, wire, reduced = module.steps(p), module.bytes_on_wire(n, p), module.reduce_bytes(n, p)
+    if (collective, algorithm) in PIPELINED and p > 2 and n > 0:
+        m = -(-n // pipeline_segment(collective, algorithm, n, p, params))
+        times = p - 2 + m
+        steps, wire, reduced = times, wire * times / m, reduced * times / m
+    return steps, wire, reduced
+
+
+# Note [Pipelined chains]
+# ~~~~~~~~~~~~~~~~~~~~~~~
+# A chain of p ranks that cuts n bytes into m segments delivers the last
+# one after p - 2 + m segment times (the first segment crosses p - 1
+# links, then one more arrives per segment time), each a step and n / m
+# bytes: the chain's terms (p - 1 steps, n bytes) are its limit for many
+# segments. Below MIN_PIPELINE_SEGMENT a chain is one message passed
+# p - 1 times, and with its limit alone the model ranked a 16 KiB
+# broadcast at p = 4 (modelled 3 alpha + n beta against the binomial
+# tree's 2 alpha + 2 n beta) ahead of the tree, which it took 3-7x as
+# long as (uncalibrated, MPICH, p = 4 on two cores; bench/NOTES.md,
+# "Uncalibrated picks at p = 4").
+
+# Note [Scatter's terms]
+# ~~~~~~~~~~~~~~~~~~~~~~
+# Both scatters' roots send (p - 1) * n bytes, and counted so, the p = 2
+# defaults, extrapolated, gave the binomial tree (fewer steps, the same
+# bytes) every size at p = 4, where from 256 KiB blocks it took 1.3-3.6x
+# the linear scatter's time. Between ranks of a node the receiver makes
+# the copy (bench/NOTES.md, "Why the sender's pages"), so the linear
+# scatter's p - 1 receivers copy their blocks out of the root's buffer at
+# once, while the tree's first child copies half of them before it passes
+# any on. scatter_linear counts one block, as gather_linear does for its
+# mirror image; at p = 2 the terms are the tree's, as before.
 
 
 def select(collective: str, n: int, p: int, settings, dtype: str | None = None) -> str:
@@ -349,14 +391,26 @@ def segment(collective: str, algorithm: str, n: int, p: int, settings) -> int:
         # which the fit clamps at 0 (MPICH's p = 4 calibration on d4b0a7d):
         # taken as the cost of a segment, it made every segment the minimum,
         # a 64 MiB broadcast 1,024 messages down the chain (0.46x native).
-        pieces = (settings.params or DEFAULT_PARAMS)["algorithms"][collective][algorithm]
-        alpha, beta = pieces["small"][0], pieces[regime(n)][1]
-        best = math.sqrt(n * alpha / ((p - 2) * max(beta, 1e-12)))
-        best = int(min(MAX_PIPELINE_SEGMENT, max(MIN_PIPELINE_SEGMENT, best)))
-        return best - best % 64                 # a multiple of every itemsize
+        return pipeline_segment(collective, algorithm, n, p, settings.params)
     if REGISTRY[collective][algorithm].reduce_bytes(max(n, 1), max(p, 2)) > 0:
         return (settings.params or DEFAULT_PARAMS).get("reduce_segment", REDUCE_SEGMENT)
     return WHOLE
+
+
+def pipeline_segment(collective: str, algorithm: str, n: int, p: int, params=None) -> int:
+    """The segment of a pipelined chain of p > 2 ranks on n bytes."""
+    # The classic optimum of a pipelined chain: sqrt(n alpha / ((p-2) beta)),
+    # alpha being what each segment's message costs beyond its bytes: the
+    # "small" fit's, made where a call is mostly its steps. A "large" or
+    # "huge" fit's alpha is the intercept of a line through big vectors,
+    # which the fit clamps at 0 (MPICH's p = 4 calibration on d4b0a7d):
+    # taken as the cost of a segment, it made every segment the minimum,
+    # a 64 MiB broadcast 1,024 messages down the chain (0.46x native).
+    pieces = (params or DEFAULT_PARAMS)["algorithms"][collective][algorithm]
+    alpha, beta = pieces["small"][0], pieces[regime(n)][1]
+    best = math.sqrt(n * alpha / ((p - 2) * max(beta, 1e-12)))
+    best = int(min(MAX_PIPELINE_SEGMENT, max(MIN_PIPELINE_SEGMENT, best)))
+    return best - best % 64                     # a multiple of every itemsize
 
 
 def segment_scores(times: dict) -> dict:

@@ -268,6 +268,8 @@ def test_every_algorithm_module_has_the_interface():
     ("broadcast", "binomial", 8, 3, 3000, 0),
     ("reduce_scatter", "ring", 4, 3, 3000, 3000),
     ("allgather", "bruck", 5, 3, 4000, 0),
+    ("scatter", "linear", 4, 3, 1000, 0),
+    ("scatter", "binomial", 4, 2, 3000, 0),
     ("barrier", "dissemination", 5, 3, 0, 0),
 ])
 def test_cost_terms(collective, name, p, steps, wire, reduced):

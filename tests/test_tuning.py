@@ -44,6 +44,40 @@ def test_half_types_cost_more_per_reduced_byte():
     assert t16 > t32
 
 
+def test_a_pipelined_chain_counts_its_segments():
+    """Note [Pipelined chains]: m segments take p - 2 + m segment times."""
+    module = REGISTRY["broadcast"]["pipeline"]
+    n = 16 << 10                                # below a segment: one message, 3 links
+    assert tuning.terms("broadcast", "pipeline", n, 4) == (3, 3 * n, 0)
+    n = 64 << 20
+    seg = tuning.pipeline_segment("broadcast", "pipeline", n, 4)
+    m = -(-n // seg)
+    assert m > 1
+    steps, wire, _ = tuning.terms("broadcast", "pipeline", n, 4)
+    assert steps == 2 + m and wire == pytest.approx(n * (2 + m) / m)
+    assert tuning.segment("broadcast", "pipeline", n, 4, Settings()) == seg
+    # a chain of two ranks is one message: the module's own terms
+    for n in (0, 8, 64 << 20):
+        assert tuning.terms("broadcast", "pipeline", n, 2) == (
+            module.steps(2), module.bytes_on_wire(n, 2), 0)
+    # the chain's reductions are counted per segment too (scan)
+    steps, wire, reduced = tuning.terms("scan", "linear", 1000, 5)
+    assert (steps, wire, reduced) == (4, 4000, 4000)
+    settings = Settings()
+    for n in (1 << 10, 16 << 10, 64 << 10):
+        assert tuning.select("broadcast", n, 4, settings) == "binomial"
+
+
+def test_uncalibrated_scatter_sends_large_blocks_straight():
+    """Without a calibration, p = 4: the linear scatter from 256 KiB blocks,
+    whose receivers copy their blocks at once (scatter_linear's terms), the
+    binomial tree at 64 KiB."""
+    settings = Settings()
+    assert tuning.select("scatter", 64 << 10, 4, settings) == "binomial"
+    for n in (256 << 10, 1 << 20, 4 << 20):
+        assert tuning.select("scatter", n, 4, settings) == "linear"
+
+
 def test_override_and_segment_rules():
     settings = Settings(algorithms={"allreduce": "tree"})
     assert tuning.select("allreduce", 1 << 20, 4, settings) == "tree"

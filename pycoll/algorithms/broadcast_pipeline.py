@@ -5,7 +5,8 @@ so for m segments the last byte lands after p - 2 + m segment times instead
 of (p - 1) * m: the choice for large messages on few ranks.
 
     steps          p - 1 (plus one per extra segment, pipelined)
-    bytes sent     n
+    bytes sent     n (the limit of many segments; m of them take p - 2 + m
+                   segment times: Note [Pipelined chains] in pycoll/tuning.py)
     bytes reduced  0
 """
 

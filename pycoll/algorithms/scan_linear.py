@@ -5,7 +5,8 @@ Rank r receives the prefix of ranks 0..r-1, combines it with its own data
 so the chain is pipelined. Exclusive: the received prefix is the result.
 
     steps          p - 1 (plus one per extra segment, pipelined)
-    bytes sent     n
+    bytes sent     n (the limit of many segments; m of them take p - 2 + m
+                   segment times: Note [Pipelined chains] in pycoll/tuning.py)
     bytes reduced  n
 """
 from pycoll.algorithms._schedule import RECV_REDUCE, SEED, SEND

@@ -1,8 +1,12 @@
 """scatter, linear: the root sends each rank its block directly.
 
     steps          p - 1                  (the root's sends, all in flight at once)
-    bytes sent     (p - 1) * n            (the root; n = one block)
+    bytes sent     n                      (n = one block; as gather_linear)
     bytes reduced  0
+
+The root sends (p - 1) * n bytes, but its receivers copy their blocks at
+once, so the time grows with one block (Note [Scatter's terms] in
+pycoll/tuning.py).
 """
 
 
@@ -11,7 +15,7 @@ def steps(p):
 
 
 def bytes_on_wire(n, p):
-    return (p - 1) * n
+    return n if p > 1 else 0
 
 
 def reduce_bytes(n, p):
