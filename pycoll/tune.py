@@ -227,7 +227,7 @@ def fit_collective(collective: str, comm, args, gamma: float, barrier, reduce_ma
         times = measure({name: (lambda name=name: spec.run(bench, comm, name, False))
                          for name in names}, barrier, reduce_max, args.budget)
         for name in names:
-            # the terms of the segments this call ran with (its Communicator's)
+            # a chain's terms count the segments comm's parameters cut
             samples[name].append((*tuning.terms(collective, name, n, p, comm.settings.params),
                                   times[name], n))
     fits, measured = {}, {}

@@ -294,7 +294,8 @@ def modelled_time(collective: str, algorithm: str, n: int, p: int, params=None,
 def terms(collective: str, algorithm: str, n: int, p: int, params=None) -> tuple:
     """(steps, bytes on the wire, bytes reduced) of one algorithm on n bytes:
     its module's cost terms, but for a pipelined chain cut into m segments
-    (p - 2 + m) segment times (Note [Pipelined chains])."""
+    (p - 2 + m) segment times (Note [Pipelined chains]), m as *params* cut
+    (PYCOLL_SEGMENT_BYTES, a test's setting, is not modelled)."""
     module = REGISTRY[collective][algorithm]
     steps, wire, reduced = module.steps(p), module.bytes_on_wire(n, p), module.reduce_bytes(n, p)
     if (collective, algorithm) in PIPELINED and p > 2 and n > 0:
@@ -313,8 +314,8 @@ def terms(collective: str, algorithm: str, n: int, p: int, params=None) -> tuple
 # segments. Below MIN_PIPELINE_SEGMENT a chain is one message passed
 # p - 1 times, and with its limit alone the model ranked a 16 KiB
 # broadcast at p = 4 (modelled 3 alpha + n beta against the binomial
-# tree's 2 alpha + 2 n beta) ahead of the tree, which it took 3-7x as
-# long as (uncalibrated, MPICH, p = 4 on two cores; bench/NOTES.md,
+# tree's 2 alpha + 2 n beta) ahead of the tree, which it took 3.8-6.6x
+# as long as (uncalibrated, MPICH, p = 4 on two cores; bench/NOTES.md,
 # "Uncalibrated picks at p = 4").
 
 # Note [Scatter's terms]
@@ -384,13 +385,6 @@ def segment(collective: str, algorithm: str, n: int, p: int, settings) -> int:
     if (collective, algorithm) in PIPELINED:
         if p <= 2:
             return WHOLE                        # a chain of one link: one message
-        # The classic optimum of a pipelined chain: sqrt(n alpha / ((p-2) beta)),
-        # alpha being what each segment's message costs beyond its bytes: the
-        # "small" fit's, made where a call is mostly its steps. A "large" or
-        # "huge" fit's alpha is the intercept of a line through big vectors,
-        # which the fit clamps at 0 (MPICH's p = 4 calibration on d4b0a7d):
-        # taken as the cost of a segment, it made every segment the minimum,
-        # a 64 MiB broadcast 1,024 messages down the chain (0.46x native).
         return pipeline_segment(collective, algorithm, n, p, settings.params)
     if REGISTRY[collective][algorithm].reduce_bytes(max(n, 1), max(p, 2)) > 0:
         return (settings.params or DEFAULT_PARAMS).get("reduce_segment", REDUCE_SEGMENT)
