@@ -316,7 +316,7 @@ def terms(collective: str, algorithm: str, n: int, p: int, params=None) -> tuple
 # broadcast at p = 4 (modelled 3 alpha + n beta against the binomial
 # tree's 2 alpha + 2 n beta) ahead of the tree, which it took 3.8-6.6x
 # as long as (uncalibrated, MPICH, p = 4 on two cores; bench/NOTES.md,
-# "Uncalibrated picks at p = 4").
+# "Uncalibrated picks at p = 3 and 4").
 
 # Note [Scatter's terms]
 # ~~~~~~~~~~~~~~~~~~~~~~

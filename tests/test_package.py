@@ -266,6 +266,8 @@ def test_every_algorithm_module_has_the_interface():
     ("allreduce", "rabenseifner", 8, 6, 1750, 875),
     ("allreduce", "tree", 5, 6, 3000, 3000),
     ("broadcast", "binomial", 8, 3, 3000, 0),
+    ("broadcast", "binomial", 3, 2, 1000, 0),
+    ("broadcast", "binomial", 6, 3, 2000, 0),
     ("reduce_scatter", "ring", 4, 3, 3000, 3000),
     ("allgather", "bruck", 5, 3, 4000, 0),
     ("scatter", "linear", 4, 3, 1000, 0),

@@ -66,6 +66,10 @@ def test_a_pipelined_chain_counts_its_segments():
     settings = Settings()
     for n in (1 << 10, 16 << 10, 64 << 10):
         assert tuning.select("broadcast", n, 4, settings) == "binomial"
+    # at p = 3 the tree's two children copy at once: one level, where the
+    # chain passes the data on twice
+    for n in (16 << 10, 256 << 10, 4 << 20):
+        assert tuning.select("broadcast", n, 3, settings) == "binomial"
 
 
 def test_uncalibrated_scatter_sends_large_blocks_straight():

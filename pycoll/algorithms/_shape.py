@@ -19,6 +19,14 @@ def log2_ceil(p: int) -> int:
     return (p - 1).bit_length()
 
 
+def tree_depth(p: int) -> int:
+    """The levels of a binomial tree of p ranks below its root: the most
+    set bits of a relative rank < p (3 at p = 8, 1 at p = 3)."""
+    last = p - 1
+    bits = last.bit_length()
+    return bits if last == (1 << bits) - 1 else bits - 1
+
+
 def binomial_subtree(rel: int, p: int) -> tuple:
     """(parent, end, children) of relative rank *rel* in the binomial tree
     of gather_binomial and scatter_binomial: its parent (relative; None for

@@ -8,10 +8,19 @@ largest subtree first:
     p = 8 (rel):  0 -> 4, 2, 1    4 -> 6, 5    2 -> 3    6 -> 7
 
     steps          ceil(log2 p)
-    bytes sent     n * ceil(log2 p)       (the root)
+    bytes sent     n * depth              (the tree's depth: ceil(log2 p) for
+                                           a power of two, less for others)
     bytes reduced  0
+
+A rank's sends to its children leave at once, and between ranks of a node
+each child makes its own copy, so the n bytes are copied once per level
+of the tree on the way to its deepest rank: at p = 3 the root's two
+children copy at the same time, one level, where the root sends 2n
+(Note [Scatter's terms] in pycoll/tuning.py; a chain of three ranks
+passes n on twice, and "auto", counting both as 2n, took the chain for
+16-256 KiB at p = 3, 5-16x the tree's time on two cores).
 """
-from pycoll.algorithms._shape import log2_ceil
+from pycoll.algorithms._shape import log2_ceil, tree_depth
 
 
 def steps(p):
@@ -19,7 +28,7 @@ def steps(p):
 
 
 def bytes_on_wire(n, p):
-    return n * log2_ceil(p)
+    return n * tree_depth(p)
 
 
 def reduce_bytes(n, p):
