@@ -7,7 +7,7 @@ modelled time is
 
     T(n, p) = steps(p) * alpha + bytes_on_wire(n, p) * beta + reduce_bytes(n, p) * gamma
 
-(a pipelined chain's counted per segment: Note [Pipelined chains])
+(a pipelined chain's terms count its segments: Note [Pipelined chains])
 
 with (alpha, beta) per algorithm and per size regime (REGIMES):
 implementations differ in what a step costs and in how they use the memory
