@@ -51,7 +51,6 @@ import statistics
 import sys
 import time
 
-import ml_dtypes
 import numpy as np
 from mpi4py import MPI
 
@@ -123,6 +122,8 @@ def measure(comm, world, args, collective: str) -> dict:
     view = as_input(args.input)
     # --accumulate: pycoll reduces bfloat16 copies in float32 (native, float32)
     half = args.accumulate and collective in ("allreduce", "reduce", "reduce_scatter", "scan")
+    if half:
+        import ml_dtypes        # here only: a second to import (Note [Importing ml_dtypes])
     ours = (lambda a: a.astype(ml_dtypes.bfloat16)) if half else (lambda a: a)
     acc = {"accumulate": "float32"} if half else {}
     xin, wholein, yout = view(ours(x)), view(ours(whole)), ours(y)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import enum
 import functools
+import sys
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 from pycoll._kernels import reduce as _kernels
@@ -47,15 +47,38 @@ class Op(enum.Enum):
     __hash__ = object.__hash__
 
 
+# Note [Importing ml_dtypes]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~
+# numpy has no bfloat16; ml_dtypes provides it, and pycoll imports it on
+# first use of that dtype, not on import: ml_dtypes 0.7.0 takes 1.1 s of
+# CPU to import here (numpy 2.4; it registers its ufunc loops one by one,
+# each a linear search of the loops before it), against 0.1 s for 0.6.0
+# and 0.11 s for numpy itself. That was 80% of ``import pycoll``, paid by
+# every rank of every job, bfloat16 or not. The bfloat16 DType exists from
+# the start (its name and code are all a plan or a header needs); its
+# ``numpy`` imports ml_dtypes. A caller that holds a bfloat16 array has
+# imported ml_dtypes already, so dtype_of looks for it in sys.modules
+# before it calls a dtype unsupported.
+
+
 @dataclass(frozen=True)
 class DType:
-    """A supported element type: its name, numpy dtype and kernel code."""
+    """A supported element type: its name, kernel code and numpy dtype."""
 
     name: str
-    numpy: np.dtype
     code: int
     itemsize: int
     kind: str           # "b" bool, "i" signed, "u" unsigned, "f" floating, "c" complex
+
+    @functools.cached_property
+    def numpy(self) -> np.dtype:
+        """numpy's dtype; bfloat16's comes from ml_dtypes (Note [Importing ml_dtypes])."""
+        if self.name != "bfloat16":
+            return np.dtype(self.name)
+        import ml_dtypes
+        dt = np.dtype(ml_dtypes.bfloat16)
+        DTYPES[dt] = self
+        return dt
 
     @property
     def half(self) -> bool:
@@ -63,23 +86,23 @@ class DType:
         return self.name in ("float16", "bfloat16")
 
 
-def _dtype(numpy_dtype) -> DType:
-    dt = np.dtype(numpy_dtype)
-    kind = "f" if dt == ml_dtypes.bfloat16 else dt.kind
-    return DType(dt.name, dt, _kernels.DTYPES[dt.name], dt.itemsize, kind)
+def _dtype(name: str) -> DType:
+    if name == "bfloat16":
+        return DType(name, _kernels.DTYPES[name], 2, "f")
+    dt = np.dtype(name)
+    return DType(name, _kernels.DTYPES[name], dt.itemsize, dt.kind)
 
 
-DTYPES: dict[np.dtype, DType] = {
-    d.numpy: d
-    for d in map(_dtype, [
-        np.bool_, np.int8, np.int16, np.int32, np.int64,
-        np.uint8, np.uint16, np.uint32, np.uint64,
-        np.float16, ml_dtypes.bfloat16, np.float32, np.float64,
-        np.complex64, np.complex128,
-    ])
+BY_NAME: dict[str, DType] = {
+    name: _dtype(name)
+    for name in ["bool", "int8", "int16", "int32", "int64",
+                 "uint8", "uint16", "uint32", "uint64",
+                 "float16", "bfloat16", "float32", "float64",
+                 "complex64", "complex128"]
 }
-BY_NAME: dict[str, DType] = {d.name: d for d in DTYPES.values()}
-BY_CODE: dict[int, DType] = {d.code: d for d in DTYPES.values()}
+BY_CODE: dict[int, DType] = {d.code: d for d in BY_NAME.values()}
+# By numpy dtype; bfloat16 joins when ml_dtypes is imported (DType.numpy).
+DTYPES: dict[np.dtype, DType] = {d.numpy: d for d in BY_NAME.values() if d.name != "bfloat16"}
 FLOAT32 = BY_NAME["float32"]
 
 _OPS: dict[object, Op] = {**{op: op for op in Op}, **{op.value: op for op in Op}}
@@ -91,11 +114,12 @@ def dtype_of(numpy_dtype, name: str = "x") -> DType:
         return DTYPES[numpy_dtype]
     except (KeyError, TypeError):
         pass
-    try:
-        # Equal but distinct dtype objects: a scalar type, "<f4", one unpickled.
-        return DTYPES[np.dtype(numpy_dtype)]
-    except (KeyError, TypeError):
-        pass
+    found = _equal(numpy_dtype)
+    if found is None and "ml_dtypes" in sys.modules:
+        BY_NAME["bfloat16"].numpy       # joins DTYPES (Note [Importing ml_dtypes])
+        found = _equal(numpy_dtype)
+    if found is not None:
+        return found
     swapped = _native(numpy_dtype)
     if swapped is not None:
         raise TypeError(f"{name} has dtype {numpy_dtype} (not this machine's byte order), "
@@ -104,6 +128,15 @@ def dtype_of(numpy_dtype, name: str = "x") -> DType:
     supported = ", ".join(BY_NAME)
     raise TypeError(f"{name} has dtype {numpy_dtype}, which pycoll does not support "
                     f"(supported: {supported})") from None
+
+
+def _equal(numpy_dtype) -> DType | None:
+    """The DType of a dtype equal to *numpy_dtype* but a distinct object: a
+    scalar type, "<f4", one unpickled."""
+    try:
+        return DTYPES.get(np.dtype(numpy_dtype))
+    except TypeError:
+        return None
 
 
 def _native(numpy_dtype) -> DType | None:

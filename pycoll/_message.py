@@ -20,7 +20,6 @@ import numpy as np
 from pycoll._dtypes import BY_NAME, DType, dtype_of
 from pycoll._kernels.copy import pack, unpack
 
-_BFLOAT16 = BY_NAME["bfloat16"].numpy
 _ACCEPTED = "a numpy array or an object with the buffer protocol, __array_interface__ or __dlpack__"
 
 
@@ -177,7 +176,7 @@ def _from_torch(torch, x, name: str) -> np.ndarray:
         array = x.numpy()
     except (TypeError, RuntimeError, NotImplementedError):
         array = _dlpack(x, name)
-    return array.view(_BFLOAT16) if bits else array
+    return array.view(BY_NAME["bfloat16"].numpy) if bits else array
 
 
 def message(x, name: str = "x") -> Message:

@@ -23,6 +23,34 @@ def test_import_does_not_initialise_mpi_or_print():
     assert out.stdout == "" and out.stderr == ""
 
 
+def test_ml_dtypes_is_imported_when_bfloat16_is_first_used():
+    """Note [Importing ml_dtypes]: import pycoll leaves ml_dtypes alone, and
+    bfloat16 still works both ways: a caller's array made after the import,
+    and pycoll's own use of the dtype."""
+    code = ("import sys, numpy as np, pycoll\n"
+            "from pycoll._dtypes import BY_NAME, dtype_of\n"
+            "assert 'ml_dtypes' not in sys.modules, 'import pycoll imported ml_dtypes'\n"
+            "try:\n"
+            "    dtype_of(np.dtype('U1'))\n"
+            "except TypeError as e:\n"
+            "    assert 'float16, bfloat16, float32' in str(e), e\n"
+            "assert 'ml_dtypes' not in sys.modules, 'an unsupported dtype imported ml_dtypes'\n"
+            "import ml_dtypes\n"
+            "x = np.zeros(3, ml_dtypes.bfloat16)\n"
+            "assert dtype_of(x.dtype) is BY_NAME['bfloat16']\n"
+            "assert dtype_of(x.dtype.newbyteorder('=')) is BY_NAME['bfloat16']\n"
+            "assert BY_NAME['bfloat16'].numpy == x.dtype\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    code = ("import sys, numpy as np\n"
+            "from pycoll._dtypes import BY_NAME, dtype_of\n"
+            "dt = BY_NAME['bfloat16'].numpy\n"
+            "assert 'ml_dtypes' in sys.modules and dt.itemsize == 2\n"
+            "assert dtype_of(np.zeros(2, dt).dtype) is BY_NAME['bfloat16']\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+
+
 def test_an_unbuilt_source_tree_says_so(tmp_path):
     """Python started in a source tree whose extensions are not built (as after
     'pip install .' run from the repository root) gets one clear ImportError."""
