@@ -58,7 +58,14 @@ class Op(enum.Enum):
 # the start (its name and code are all a plan or a header needs); its
 # ``numpy`` imports ml_dtypes. A caller that holds a bfloat16 array has
 # imported ml_dtypes already, so dtype_of looks for it in sys.modules
-# before it calls a dtype unsupported.
+# before it calls a dtype unsupported. A rank that first hears of bfloat16
+# in a root's header (broadcast or scatter into None) imports ml_dtypes in
+# that call, as mpi4py's pickled messages import their classes' modules:
+# about a second, once, which a root sending it a large message waits
+# for (a root's timeout of 0.5 s expired there: a broadcast of 1M
+# elements, MPICH, p = 2). Programs
+# that make bfloat16 arrays import ml_dtypes on every rank and never pay
+# it inside a call.
 
 
 @dataclass(frozen=True)

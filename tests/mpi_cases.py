@@ -4509,6 +4509,33 @@ def group_against_torch(run):
         dist.destroy_process_group()
 
 
+def group_bfloat16_first_heard(run):
+    """Note [Importing ml_dtypes]: ranks that have not imported ml_dtypes
+    learn of bfloat16 from the root's header (broadcast and scatter into
+    None) and import it there, forwarding down the tree on the way. The
+    first call of the launch is a different one at each p: a large
+    broadcast at p = 3, a large scatter at p = 4, a small (inline)
+    broadcast at p = 2."""
+    comm, p, r = run.comm, run.p, run.r
+    assert "ml_dtypes" not in sys.modules, "a rank imported ml_dtypes before its first bfloat16"
+    calls = [("broadcast", 70000), ("scatter", 30000), ("broadcast", 3), ("scatter", 2)]
+    first = {2: 2, 3: 0, 4: 1}.get(p, 0)
+    calls = calls[first:] + calls[:first]
+    for collective, n in calls:
+        name = f"bfloat16 {collective} of {n} into None"
+        values = np.arange(n * p if collective == "scatter" else n, dtype=F32) % 251
+        x = values.astype(bf16()) if r == 0 else None
+        if collective == "broadcast":
+            y = comm.broadcast(x, root=0)
+            mine = values
+        else:
+            y = comm.scatter(x, root=0)
+            mine = values[r * n:(r + 1) * n]
+        assert y.dtype.name == "bfloat16", (name, y.dtype)
+        run.check(name, y, mine.astype(y.dtype))
+        run.same_everywhere(name, y if collective == "broadcast" else values)
+
+
 def groups() -> dict:
     """Every group_<name> function of this file, by name."""
     return {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}

@@ -61,6 +61,14 @@ def test_mixed_in_checks_mode():
     run_ranks(3, "mixed", env={"PYCOLL_SEGMENT_BYTES": "4096", "PYCOLL_CHECKS": "1"})
 
 
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_bfloat16_from_a_root_on_ranks_without_ml_dtypes(p):
+    """pycoll imports ml_dtypes on first use of bfloat16: ranks that have
+    not imported it receive the root's bfloat16 into None, broadcast and
+    scatter, inline and whole, and forward it down the tree."""
+    run_ranks(p, "bfloat16_first_heard")
+
+
 @pytest.mark.parametrize("p", [1, 2, 3, 6, 8])
 def test_small_message_lane(p):
     """Repeated small allreduces run in the C lane: every (op, dtype),
