@@ -63,9 +63,8 @@ class Op(enum.Enum):
 # that call, as mpi4py's pickled messages import their classes' modules:
 # about a second, once, which a root sending it a large message waits
 # for (a root's timeout of 0.5 s expired there: a broadcast of 1M
-# elements, MPICH, p = 2). Programs
-# that make bfloat16 arrays import ml_dtypes on every rank and never pay
-# it inside a call.
+# elements, MPICH, p = 2). Programs that make bfloat16 arrays import
+# ml_dtypes on every rank and never pay it inside a call.
 
 
 @dataclass(frozen=True)
