@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,41 +15,49 @@ import pycoll
 from pycoll.algorithms import ALGORITHMS, REGISTRY
 
 
-def test_import_does_not_initialise_mpi_or_print():
-    code = ("import sys, pycoll, pycoll.parallel, pycoll.layout\n"
-            "assert 'mpi4py.MPI' not in sys.modules, 'pycoll imported mpi4py.MPI'\n"
-            "assert not [m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'torch', 'jax')]\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+def run_quietly(code: str) -> None:
+    """Run *code* in a fresh interpreter: it must pass its asserts and print nothing."""
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                         text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "" and out.stderr == ""
+
+
+def test_import_does_not_initialise_mpi_or_print():
+    run_quietly("""
+        import sys, pycoll, pycoll.parallel, pycoll.layout
+        assert 'mpi4py.MPI' not in sys.modules, 'pycoll imported mpi4py.MPI'
+        assert not [m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'torch', 'jax')]
+    """)
 
 
 def test_ml_dtypes_is_imported_when_bfloat16_is_first_used():
     """Note [Importing ml_dtypes]: import pycoll leaves ml_dtypes alone, and
     bfloat16 still works both ways: a caller's array made after the import,
     and pycoll's own use of the dtype."""
-    code = ("import sys, numpy as np, pycoll\n"
-            "from pycoll._dtypes import BY_NAME, dtype_of\n"
-            "assert 'ml_dtypes' not in sys.modules, 'import pycoll imported ml_dtypes'\n"
-            "try:\n"
-            "    dtype_of(np.dtype('U1'))\n"
-            "except TypeError as e:\n"
-            "    assert 'float16, bfloat16, float32' in str(e), e\n"
-            "assert 'ml_dtypes' not in sys.modules, 'an unsupported dtype imported ml_dtypes'\n"
-            "import ml_dtypes\n"
-            "x = np.zeros(3, ml_dtypes.bfloat16)\n"
-            "assert dtype_of(x.dtype) is BY_NAME['bfloat16']\n"
-            "assert dtype_of(x.dtype.newbyteorder('=')) is BY_NAME['bfloat16']\n"
-            "assert BY_NAME['bfloat16'].numpy == x.dtype\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    code = ("import sys, numpy as np\n"
-            "from pycoll._dtypes import BY_NAME, dtype_of\n"
-            "dt = BY_NAME['bfloat16'].numpy\n"
-            "assert 'ml_dtypes' in sys.modules and dt.itemsize == 2\n"
-            "assert dtype_of(np.zeros(2, dt).dtype) is BY_NAME['bfloat16']\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    run_quietly("""
+        import sys, numpy as np, pycoll
+        from pycoll._dtypes import BY_NAME, dtype_of
+        assert 'ml_dtypes' not in sys.modules, 'import pycoll imported ml_dtypes'
+        try:
+            dtype_of(np.dtype('U1'))
+            raise AssertionError('dtype_of took U1')
+        except TypeError as e:
+            assert 'float16, bfloat16, float32' in str(e), e
+        assert 'ml_dtypes' not in sys.modules, 'an unsupported dtype imported ml_dtypes'
+        import ml_dtypes
+        x = np.zeros(3, ml_dtypes.bfloat16)
+        assert dtype_of(x.dtype) is BY_NAME['bfloat16']
+        assert dtype_of(x.dtype.newbyteorder('=')) is BY_NAME['bfloat16']
+        assert BY_NAME['bfloat16'].numpy == x.dtype
+    """)
+    run_quietly("""
+        import sys, numpy as np
+        from pycoll._dtypes import BY_NAME, dtype_of
+        dt = BY_NAME['bfloat16'].numpy
+        assert 'ml_dtypes' in sys.modules and dt.itemsize == 2
+        assert dtype_of(np.zeros(2, dt).dtype) is BY_NAME['bfloat16']
+    """)
 
 
 def test_an_unbuilt_source_tree_says_so(tmp_path):
