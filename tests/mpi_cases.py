@@ -4527,13 +4527,13 @@ def group_bfloat16_first_heard(run):
         x = values.astype(bf16()) if r == 0 else None
         if collective == "broadcast":
             y = comm.broadcast(x, root=0)
+            run.same_everywhere(name, y)
             mine = values
         else:
             y = comm.scatter(x, root=0)
             mine = values[r * n:(r + 1) * n]
         assert y.dtype.name == "bfloat16", (name, y.dtype)
         run.check(name, y, mine.astype(y.dtype))
-        run.same_everywhere(name, y if collective == "broadcast" else values)
 
 
 def groups() -> dict:
