@@ -33,8 +33,8 @@ def test_import_does_not_initialise_mpi_or_print():
 
 def test_ml_dtypes_is_imported_when_bfloat16_is_first_used():
     """Note [Importing ml_dtypes]: import pycoll leaves ml_dtypes alone, and
-    bfloat16 still works both ways: a caller's array made after the import,
-    and pycoll's own use of the dtype."""
+    bfloat16 still works every way: a caller's array made after the import,
+    pycoll's own use of the dtype, and pycoll.empty(n, "bfloat16")."""
     run_quietly("""
         import sys, numpy as np, pycoll
         from pycoll._dtypes import BY_NAME, dtype_of
@@ -57,6 +57,11 @@ def test_ml_dtypes_is_imported_when_bfloat16_is_first_used():
         dt = BY_NAME['bfloat16'].numpy
         assert 'ml_dtypes' in sys.modules and dt.itemsize == 2
         assert dtype_of(np.zeros(2, dt).dtype) is BY_NAME['bfloat16']
+    """)
+    run_quietly("""
+        import pycoll                   # "bfloat16" by name, before the caller imports ml_dtypes
+        for n in (3, 1 << 20):          # numpy's empty, and huge pages
+            assert pycoll.empty(n, 'bfloat16').dtype.name == 'bfloat16'
     """)
 
 
