@@ -114,6 +114,15 @@ FLOAT32 = BY_NAME["float32"]
 _OPS: dict[object, Op] = {**{op: op for op in Op}, **{op.value: op for op in Op}}
 
 
+def numpy_dtype(spec) -> np.dtype:
+    """``np.dtype(spec)``, and the name "bfloat16" before the caller has
+    imported ml_dtypes (numpy learns the name from it; Note [Importing
+    ml_dtypes])."""
+    if isinstance(spec, str) and spec == "bfloat16":
+        return BY_NAME["bfloat16"].numpy
+    return np.dtype(spec)
+
+
 def dtype_of(numpy_dtype, name: str = "x") -> DType:
     """The DType of a numpy dtype; TypeError if pycoll cannot reduce or move it."""
     try:

@@ -50,7 +50,7 @@ import sys
 
 import numpy as np
 
-from pycoll._dtypes import BY_NAME
+from pycoll._dtypes import numpy_dtype
 
 HUGE_PAGE = 2 << 20
 # The smallest array placed on huge pages: from here native MPI gains
@@ -98,11 +98,8 @@ def empty_small_pages(shape, dtype=float) -> np.ndarray:
 def _layout(shape, dtype) -> tuple:
     """(dtype, shape as a tuple of ints, bytes); bytes None where numpy.empty
     should decide: a shape that is not one (its TypeError), negative
-    dimensions or more bytes than an array can hold (its ValueError). The
-    name "bfloat16" works before the caller imports ml_dtypes, as it did
-    when pycoll imported it (Note [Importing ml_dtypes] in _dtypes.py)."""
-    dtype = BY_NAME["bfloat16"].numpy if isinstance(dtype, str) and dtype == "bfloat16" \
-        else np.dtype(dtype)
+    dimensions or more bytes than an array can hold (its ValueError)."""
+    dtype = numpy_dtype(dtype)
     try:
         shape = (operator.index(shape),)
     except TypeError:
